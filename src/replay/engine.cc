@@ -1,0 +1,354 @@
+#include "replay/engine.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+namespace prism {
+namespace {
+constexpr std::int64_t kPpmOne = 1'000'000;
+}  // namespace
+
+ReplayResult replay(const ExecutionGraph& g, const ReplayOptions& options,
+                    const ReplayModels& models) {
+  PRISM_CHECK(models.network && models.compute && models.memory, "replay needs all three models");
+  return Engine(g, options, models).run();
+}
+
+Engine::Engine(const ExecutionGraph& g, const ReplayOptions& options, const ReplayModels& models)
+    : g_(g),
+      options_(options),
+      models_(models),
+      resolver_(g.resolver()),
+      fold_(plan_folding(g, options.fold)) {
+  build_role_tables();
+  build_sim_ranks();
+  build_communicators();
+  models_.memory->reset(static_cast<int>(sranks_.size()));
+}
+
+void Engine::build_role_tables() {
+  tables_.resize(g_.roles.size());
+  for (std::size_t r = 0; r < g_.roles.size(); ++r) {
+    const Role& role = g_.roles[r];
+    RoleTables& t = tables_[r];
+    t.stream_ops.resize(role.streams.size());
+    t.dep_index.assign(role.ops.size(), kNone);
+    for (std::size_t i = 0; i < role.ops.size(); ++i)
+      t.stream_ops[role.ops[i].stream].push_back(static_cast<std::int32_t>(i));
+    for (std::int32_t d : role.deps)
+      if (t.dep_index[d] == kNone) t.dep_index[d] = t.num_dep_targets++;
+  }
+}
+
+void Engine::build_sim_ranks() {
+  std::vector<bool> traced_class(fold_.num_classes(), false);
+  for (Rank r : options_.trace_ranks) {
+    PRISM_CHECK(r >= 0 && r < g_.world_size(), "trace rank out of range");
+    traced_class[fold_.class_of_rank[r]] = true;
+  }
+  sranks_.resize(fold_.num_classes());
+  std::uint32_t streams = 0, deps = 0;
+  for (int c = 0; c < fold_.num_classes(); ++c) {
+    SimRank& sr = sranks_[c];
+    sr.rank = fold_.representative[c];
+    sr.role = g_.role_of_rank[sr.rank];
+    sr.scale_ppm = g_.compute_scale_ppm(sr.rank);
+    sr.first_stream = streams;
+    sr.first_dep = deps;
+    sr.first_slot = static_cast<std::uint32_t>(c * g_.slots.size());
+    sr.traced = traced_class[c];
+    streams += static_cast<std::uint32_t>(g_.roles[sr.role].streams.size());
+    deps += static_cast<std::uint32_t>(tables_[sr.role].num_dep_targets);
+  }
+  streams_.resize(streams);
+  dep_done_.assign(deps, SimTime::never());
+}
+
+// One communicator per distinct (slot, set of member classes). Unfolded, the
+// classes are the ranks and this is the real group; folded, all groups whose
+// members fall in the same classes behave alike and share one rendezvous.
+void Engine::build_communicators() {
+  const std::size_t num_slots = g_.slots.size();
+  comm_of_slot_.assign(sranks_.size() * num_slots, kNone);
+  coll_seq_.assign(sranks_.size() * num_slots, 0);
+  const auto used = slots_used_by_role(g_);
+  std::map<std::pair<int, std::vector<std::int32_t>>, std::int32_t> index;
+  std::vector<Rank> members;
+  for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
+    const SimRank& sr = sranks_[s];
+    for (int slot : used[sr.role]) {
+      if (g_.slots[slot].kind != CommSlot::Kind::kGroup) continue;
+      resolver_.members(slot, sr.rank, &members);
+      std::vector<std::int32_t> classes;
+      std::int64_t ranks_in_classes = 0;
+      for (Rank m : members) classes.push_back(fold_.class_of_rank[m]);
+      std::sort(classes.begin(), classes.end());
+      classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+      for (std::int32_t c : classes) ranks_in_classes += fold_.class_size[c];
+      auto [it, inserted] =
+          index.try_emplace({slot, classes}, static_cast<std::int32_t>(comms_.size()));
+      if (inserted) {
+        const int multiplicity = static_cast<int>(ranks_in_classes / std::ssize(members));
+        comms_.emplace_back(slot, classes, members, multiplicity);
+        comms_.back().set_layout(g_.layout);
+      }
+      comm_of_slot_[sr.first_slot + slot] = it->second;
+    }
+  }
+}
+
+ReplayResult Engine::run() {
+  for (std::uint32_t s = 0; s < sranks_.size(); ++s)
+    for (std::uint16_t st = 0; st < g_.roles[sranks_[s].role].streams.size(); ++st)
+      wakes_.emplace_back(s, st);
+  drain_wakes();
+  std::vector<TransferId> done;
+  for (;;) {
+    const SimTime tn = models_.network->next_completion();
+    const SimTime tq = queue_.next_time();
+    if (tn == SimTime::never() && tq == SimTime::never()) break;
+    if (tn <= tq) {  // transfers before compute at equal times: a fixed rule
+      queue_.advance_to(tn);
+      now_ = tn;
+      done.clear();
+      models_.network->take_completed(tn, &done);
+      PRISM_CHECK(!done.empty(), "network model reported a completion it did not deliver");
+      for (TransferId id : done) finish_transfer(id);
+    } else {
+      const auto e = queue_.pop();
+      now_ = e.time;
+      StreamState& ss = streams_[sranks_[e.payload.srank].first_stream + e.payload.stream];
+      complete(Arrival{static_cast<std::int32_t>(e.payload.srank), e.payload.stream, e.payload.op,
+                       ss.issued_at},
+               ss.issued_at);
+    }
+    drain_wakes();
+  }
+  return collect();
+}
+
+void Engine::drain_wakes() {
+  for (std::size_t i = 0; i < wakes_.size(); ++i) try_advance(wakes_[i].first, wakes_[i].second);
+  wakes_.clear();
+}
+
+void Engine::try_advance(std::uint32_t s, std::uint16_t st) {
+  SimRank& sr = sranks_[s];
+  StreamState& ss = streams_[sr.first_stream + st];
+  const std::vector<std::int32_t>& list = tables_[sr.role].stream_ops[st];
+  const Role& role = g_.roles[sr.role];
+  while (ss.in_flight == 0 && !ss.finished) {
+    if (ss.pos == list.size()) {
+      ss.finished = true;
+      return;
+    }
+    const std::int32_t oi = list[ss.pos];
+    const Op& op = role.ops[oi];
+    if (op.group != 0) {
+      ss.waiting_dep = !issue_group(s, st);
+      return;
+    }
+    if (!deps_done(sr, op)) {
+      ss.waiting_dep = true;
+      return;
+    }
+    ss.waiting_dep = false;
+    ++ss.pos;
+    if (start_op(s, st, oi)) ss.in_flight = 1;
+  }
+}
+
+bool Engine::deps_done(const SimRank& sr, const Op& op) const {
+  const Role& role = g_.roles[sr.role];
+  const RoleTables& t = tables_[sr.role];
+  for (std::uint32_t i = op.deps_begin; i < op.deps_end; ++i)
+    if (dep_done_[sr.first_dep + t.dep_index[role.deps[i]]] == SimTime::never()) return false;
+  return true;
+}
+
+// Issues the NCCL group starting at the stream's position if every op of it
+// is ready; the stream moves on when all of them have completed.
+bool Engine::issue_group(std::uint32_t s, std::uint16_t st) {
+  SimRank& sr = sranks_[s];
+  StreamState& ss = streams_[sr.first_stream + st];
+  const std::vector<std::int32_t>& list = tables_[sr.role].stream_ops[st];
+  const Role& role = g_.roles[sr.role];
+  const std::uint32_t group = role.ops[list[ss.pos]].group;
+  std::uint32_t end = ss.pos;
+  while (end < list.size() && role.ops[list[end]].group == group) {
+    if (!deps_done(sr, role.ops[list[end]])) return false;
+    ++end;
+  }
+  const std::uint32_t begin = ss.pos;
+  ss.pos = end;
+  ss.in_flight = end - begin;
+  for (std::uint32_t i = begin; i < end; ++i)
+    PRISM_CHECK(start_op(s, st, list[i]), "NCCL group holds a non-communication op");
+  return true;
+}
+
+SimTime Engine::compute_duration(const SimRank& sr, const Op& op) const {
+  SimTime d =
+      op.cost == kNone ? op.duration : models_.compute->duration(g_.roles[sr.role].costs[op.cost]);
+  if (sr.scale_ppm != kPpmOne) {
+    const Int128 scaled = static_cast<Int128>(d.ns) * sr.scale_ppm + kPpmOne / 2;
+    d = SimTime{static_cast<std::int64_t>(scaled / kPpmOne)};
+  }
+  return d;
+}
+
+bool Engine::start_op(std::uint32_t s, std::uint16_t st, std::int32_t oi) {
+  SimRank& sr = sranks_[s];
+  const Op& op = g_.roles[sr.role].ops[oi];
+  switch (op.kind) {
+    case OpKind::kCompute:
+      streams_[sr.first_stream + st].issued_at = now_;
+      account(sr, +1, 0);
+      queue_.push(now_ + compute_duration(sr, op), 0, Event{s, st, oi});
+      return true;
+    case OpKind::kCollective:
+      arrive_collective(s, st, oi, op);
+      return true;
+    case OpKind::kSend:
+    case OpKind::kRecv:
+      post_p2p(s, st, oi, op);
+      return true;
+    case OpKind::kAlloc:
+      models_.memory->alloc(static_cast<int>(s), oi, op.bytes, op.stream, now_);
+      break;
+    case OpKind::kFree:
+      models_.memory->free(static_cast<int>(s), op.ref, op.bytes, op.stream, now_);
+      break;
+    case OpKind::kMarker:
+      if (op.marker == MarkerKind::kIteration) sr.iteration_marks.push_back(now_);
+      break;
+    case OpKind::kEventRecord:
+    case OpKind::kEventWait:
+      break;
+  }
+  // Instantaneous ops complete now; the stream goes on without an event.
+  record_completion(Arrival{static_cast<std::int32_t>(s), st, oi, now_}, now_);
+  return false;
+}
+
+void Engine::arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op) {
+  const SimRank& sr = sranks_[s];
+  const std::int32_t comm = comm_of_slot_[sr.first_slot + op.ref];
+  const std::int64_t seq = coll_seq_[sr.first_slot + op.ref]++;
+  CollectiveRendezvous& c = comms_[comm];
+  if (!c.arrive(seq, Arrival{static_cast<std::int32_t>(s), st, oi, now_})) return;
+  Transfer t;
+  t.kind = Transfer::Kind::kCollective;
+  t.collective = op.collective;
+  t.dtype = op.dtype;
+  t.bytes = op.bytes;
+  t.ranks = c.real_ranks();
+  t.num_nodes = c.num_nodes();
+  t.max_ranks_per_node = c.max_ranks_per_node();
+  t.multiplicity = c.multiplicity();
+  InFlight rec;
+  rec.comm = comm;
+  rec.seq = seq;
+  start_transfer(t, rec, c.arrivals(seq));
+}
+
+void Engine::post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op) {
+  const SimRank& sr = sranks_[s];
+  const Rank peer = resolver_.peer(op.ref, sr.rank);
+  PRISM_CHECK(peer != kNone, "peer slot does not resolve (graph not validated?)");
+  const std::int32_t ps = fold_.class_of_rank[peer];
+  const bool is_send = op.kind == OpKind::kSend;
+  const std::int32_t self = static_cast<std::int32_t>(s);
+  P2PRendezvous::Match m;
+  if (!p2p_.post(is_send, is_send ? self : ps, is_send ? ps : self, op.arg,
+                 Arrival{self, st, oi, now_}, &m))
+    return;
+  // Geometry from the real pair around the sender (folded: its representative).
+  const SimRank& sender = sranks_[m.send.srank];
+  const Rank src = sender.rank;
+  const Rank dst = resolver_.peer(g_.roles[sender.role].ops[m.send.op].ref, src);
+  const std::array<std::int32_t, 2> pair{src, dst};
+  Transfer t;
+  t.kind = Transfer::Kind::kPointToPoint;
+  t.dtype = op.dtype;
+  t.bytes = op.bytes;
+  t.ranks = pair;
+  t.num_nodes = g_.layout.node_of(src) == g_.layout.node_of(dst) ? 1 : 2;
+  t.max_ranks_per_node = 3 - t.num_nodes;
+  t.multiplicity = fold_.class_size[m.send.srank];
+  InFlight rec;
+  rec.collective = false;
+  rec.match = m;
+  start_transfer(t, rec, {m.send, m.recv});
+}
+
+void Engine::start_transfer(const Transfer& t, InFlight rec, const std::vector<Arrival>& arrivals) {
+  rec.start = now_;
+  for (const Arrival& a : arrivals) account(sranks_[a.srank], 0, +1);
+  in_flight_.emplace(models_.network->start(t, now_), rec);
+}
+
+void Engine::finish_transfer(TransferId id) {
+  auto it = in_flight_.find(id);
+  PRISM_CHECK(it != in_flight_.end(), "network model completed an unknown transfer");
+  const InFlight rec = it->second;
+  in_flight_.erase(it);
+  if (!rec.collective) {
+    complete(rec.match.send, rec.start);
+    complete(rec.match.recv, rec.start);
+    return;
+  }
+  CollectiveRendezvous& c = comms_[rec.comm];
+  for (const Arrival& a : c.arrivals(rec.seq)) complete(a, rec.start);
+  c.release(rec.seq);
+}
+
+// Asynchronous op `a.op` of simulated rank `a.srank` finishes now. Streams
+// that can move on are queued, never advanced from here, so no rendezvous is
+// re-entered.
+void Engine::complete(const Arrival& a, SimTime transfer_start) {
+  SimRank& sr = sranks_[a.srank];
+  const Op& op = g_.roles[sr.role].ops[a.op];
+  if (op.kind == OpKind::kCompute) {
+    account(sr, -1, 0);
+  } else {
+    account(sr, 0, -1);
+  }
+  record_completion(a, transfer_start);
+  if (--streams_[sr.first_stream + a.stream].in_flight == 0) wakes_.emplace_back(a.srank, a.stream);
+}
+
+void Engine::record_completion(const Arrival& a, SimTime transfer_start) {
+  SimRank& sr = sranks_[a.srank];
+  ++op_events_;
+  sr.finish = now_;
+  if (sr.traced)
+    trace_.push_back(TraceRecord{sr.rank, sr.role, a.op, a.stream, a.at, transfer_start, now_});
+  const std::int32_t dep = tables_[sr.role].dep_index[a.op];
+  if (dep == kNone) return;
+  dep_done_[sr.first_dep + dep] = now_;
+  const auto n = static_cast<std::uint16_t>(g_.roles[sr.role].streams.size());
+  for (std::uint16_t k = 0; k < n; ++k)
+    if (k != a.stream && streams_[sr.first_stream + k].waiting_dep) wakes_.emplace_back(a.srank, k);
+}
+
+// Time bookkeeping: the interval since the last change goes to compute if any
+// compute ran, else to exposed communication if data moved, else to idle.
+void Engine::account(SimRank& sr, int d_compute, int d_comm) {
+  const SimTime dt = now_ - sr.last_change;
+  if (dt.ns != 0) {
+    if (sr.computing > 0) {
+      sr.compute += dt;
+    } else if (sr.communicating > 0) {
+      sr.exposed += dt;
+    } else {
+      sr.idle += dt;
+    }
+  }
+  sr.last_change = now_;
+  sr.computing += d_compute;
+  sr.communicating += d_comm;
+}
+
+}  // namespace prism

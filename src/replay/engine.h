@@ -1,0 +1,110 @@
+// Engine: the replay's state machine (see replay.h for the semantics). One
+// Engine runs one replay; it is internal to replay/ and exposed for tests.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "replay/folding.h"
+#include "replay/rendezvous.h"
+#include "replay/replay.h"
+#include "sim/event_queue.h"
+
+namespace prism {
+
+class Engine {
+ public:
+  Engine(const ExecutionGraph& g, const ReplayOptions& options, const ReplayModels& models);
+  ReplayResult run();
+
+ private:
+  // Per-role tables derived once from the program.
+  struct RoleTables {
+    std::vector<std::vector<std::int32_t>> stream_ops;  // op indices per stream, issue order
+    std::vector<std::int32_t> dep_index;  // per op: its index among dependency targets, or kNone
+    std::int32_t num_dep_targets = 0;
+  };
+  struct StreamState {
+    std::uint32_t pos = 0;        // next op, index into RoleTables::stream_ops[stream]
+    std::uint32_t in_flight = 0;  // issued and not completed (>1 only for NCCL groups)
+    SimTime issued_at;            // issue time of the compute op in flight
+    bool waiting_dep = false;
+    bool finished = false;
+  };
+  // A simulated rank: a real rank, or the representative of a fold class.
+  struct SimRank {
+    Rank rank = 0;
+    std::int32_t role = 0;
+    std::int64_t scale_ppm = 1'000'000;
+    std::uint32_t first_stream = 0;  // into streams_
+    std::uint32_t first_dep = 0;     // into dep_done_
+    std::uint32_t first_slot = 0;    // into comm_of_slot_ / coll_seq_
+    bool traced = false;
+    int computing = 0;      // compute ops running
+    int communicating = 0;  // communication ops with data moving
+    SimTime last_change;
+    SimTime compute, exposed, idle, finish;
+    std::vector<SimTime> iteration_marks;
+  };
+  struct Event {
+    std::uint32_t srank;
+    std::uint16_t stream;
+    std::int32_t op;
+  };
+  struct InFlight {
+    bool collective = true;
+    std::int32_t comm = 0;
+    std::int64_t seq = 0;
+    P2PRendezvous::Match match;
+    SimTime start;
+  };
+
+  void build_role_tables();
+  void build_sim_ranks();
+  void build_communicators();
+
+  void drain_wakes();
+  void try_advance(std::uint32_t s, std::uint16_t st);
+  bool deps_done(const SimRank& sr, const Op& op) const;
+  bool issue_group(std::uint32_t s, std::uint16_t st);
+  bool start_op(std::uint32_t s, std::uint16_t st, std::int32_t oi);  // true if asynchronous
+  SimTime compute_duration(const SimRank& sr, const Op& op) const;
+  void arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op);
+  void post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op);
+  void start_transfer(const Transfer& t, InFlight rec, const std::vector<Arrival>& arrivals);
+  void finish_transfer(TransferId id);
+  void complete(const Arrival& a, SimTime transfer_start);
+  void record_completion(const Arrival& a, SimTime transfer_start);
+  void account(SimRank& sr, int d_compute, int d_comm);
+
+  ReplayResult collect();
+  void collect_iterations(ReplayResult* r) const;
+  void collect_roles(ReplayResult* r) const;
+  void collect_blocked(ReplayResult* r) const;
+
+  const ExecutionGraph& g_;
+  const ReplayOptions& options_;
+  ReplayModels models_;
+  SlotResolver resolver_;
+  FoldPlan fold_;
+
+  std::vector<RoleTables> tables_;
+  std::vector<SimRank> sranks_;
+  std::vector<StreamState> streams_;
+  std::vector<SimTime> dep_done_;           // SimTime::never() until done
+  std::vector<std::int32_t> comm_of_slot_;  // per (srank, slot): communicator, or kNone
+  std::vector<std::int64_t> coll_seq_;      // per (srank, slot): collectives issued
+  std::vector<CollectiveRendezvous> comms_;
+  P2PRendezvous p2p_;
+  std::unordered_map<TransferId, InFlight> in_flight_;
+
+  EventQueue<Event> queue_;
+  SimTime now_;
+  std::vector<std::pair<std::uint32_t, std::uint16_t>> wakes_;  // FIFO of streams to advance
+  std::uint64_t op_events_ = 0;
+  std::vector<TraceRecord> trace_;  // records of traced simulated ranks
+};
+
+}  // namespace prism

@@ -1,0 +1,175 @@
+// Turning the engine's final state into a ReplayResult: per-role timings,
+// iteration times, traces, and, when the replay could not finish, who is
+// blocked on what.
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "replay/engine.h"
+
+namespace prism {
+namespace {
+
+std::string rank_list(const std::vector<Rank>& ranks) {
+  constexpr std::size_t kShown = 8;
+  std::string s;
+  for (std::size_t i = 0; i < ranks.size() && i < kShown; ++i)
+    s += fmt::format("{}{}", i ? ", " : "", ranks[i]);
+  if (ranks.size() > kShown) s += fmt::format(" and {} more", ranks.size() - kShown);
+  return s;
+}
+
+void add_times(RankTimes* sum, RankTimes* mx, const RankTimes& t, std::int64_t times) {
+  sum->compute.ns += t.compute.ns * times;
+  sum->exposed_comm.ns += t.exposed_comm.ns * times;
+  sum->idle.ns += t.idle.ns * times;
+  sum->finish.ns += t.finish.ns * times;
+  sum->peak_memory.count += t.peak_memory.count * times;
+  mx->compute = max(mx->compute, t.compute);
+  mx->exposed_comm = max(mx->exposed_comm, t.exposed_comm);
+  mx->idle = max(mx->idle, t.idle);
+  mx->finish = max(mx->finish, t.finish);
+  mx->peak_memory = std::max(mx->peak_memory, t.peak_memory);
+}
+
+}  // namespace
+
+ReplayResult Engine::collect() {
+  ReplayResult r;
+  r.world_size = g_.world_size();
+  r.folded = options_.fold;
+  r.simulated_ranks = static_cast<int>(sranks_.size());
+  r.op_events = op_events_;
+  for (const SimRank& sr : sranks_) r.makespan = max(r.makespan, sr.finish);
+  now_ = r.makespan;
+  for (SimRank& sr : sranks_) account(sr, 0, 0);  // the tail after a rank's last op is idle
+  collect_iterations(&r);
+  collect_roles(&r);
+  collect_blocked(&r);
+  r.outcome =
+      r.blocked.empty() ? ReplayResult::Outcome::kCompleted : ReplayResult::Outcome::kDeadlock;
+  // Each traced rank gets its class representative's records under its own number.
+  for (Rank rank : options_.trace_ranks) {
+    const Rank rep = fold_.representative[fold_.class_of_rank[rank]];
+    for (const TraceRecord& t : trace_) {
+      if (t.rank != rep) continue;
+      r.trace.push_back(t);
+      r.trace.back().rank = rank;
+    }
+  }
+  std::sort(r.trace.begin(), r.trace.end(), [](const TraceRecord& a, const TraceRecord& b) {
+    return std::tie(a.rank, a.start, a.op) < std::tie(b.rank, b.start, b.op);
+  });
+  r.trace.erase(std::unique(r.trace.begin(), r.trace.end(),
+                            [](const TraceRecord& a, const TraceRecord& b) {
+                              return a.rank == b.rank && a.op == b.op;
+                            }),
+                r.trace.end());
+  return r;
+}
+
+// Iteration k starts when the slowest rank passes its k-th iteration marker
+// and ends when the slowest passes the next one (the last ends at the
+// makespan). Without markers the whole replay is one iteration.
+void Engine::collect_iterations(ReplayResult* r) const {
+  std::vector<SimTime> starts;
+  for (const SimRank& sr : sranks_) {
+    if (sr.iteration_marks.size() > starts.size()) starts.resize(sr.iteration_marks.size());
+    for (std::size_t k = 0; k < sr.iteration_marks.size(); ++k)
+      starts[k] = max(starts[k], sr.iteration_marks[k]);
+  }
+  if (starts.empty()) starts.push_back(SimTime::zero());
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const SimTime end = k + 1 < starts.size() ? starts[k + 1] : r->makespan;
+    r->iteration_times.push_back(end - starts[k]);
+  }
+  std::int64_t sum = 0;
+  for (SimTime t : r->iteration_times) sum += t.ns;
+  r->iteration_time = SimTime{sum / static_cast<std::int64_t>(r->iteration_times.size())};
+}
+
+// Sums over ranks (a class counts once per rank it stands for), so folded and
+// unfolded replays produce the same integers.
+void Engine::collect_roles(ReplayResult* r) const {
+  r->roles.resize(g_.roles.size());
+  std::vector<RankTimes> sums(g_.roles.size());
+  for (std::size_t i = 0; i < g_.roles.size(); ++i) r->roles[i].name = g_.roles[i].name;
+  for (std::size_t c = 0; c < sranks_.size(); ++c) {
+    const SimRank& sr = sranks_[c];
+    const RankTimes t{sr.compute, sr.exposed, sr.idle, sr.finish,
+                      models_.memory->peak_allocated(static_cast<int>(c))};
+    RoleSummary& role = r->roles[sr.role];
+    role.num_ranks += fold_.class_size[c];
+    add_times(&sums[sr.role], &role.max, t, fold_.class_size[c]);
+  }
+  for (std::size_t i = 0; i < g_.roles.size(); ++i) {
+    RoleSummary& role = r->roles[i];
+    if (role.num_ranks == 0) continue;
+    const std::int64_t n = role.num_ranks;
+    role.mean = RankTimes{SimTime{sums[i].compute.ns / n}, SimTime{sums[i].exposed_comm.ns / n},
+                          SimTime{sums[i].idle.ns / n}, SimTime{sums[i].finish.ns / n},
+                          Bytes{sums[i].peak_memory.count / n}};
+  }
+}
+
+void Engine::collect_blocked(ReplayResult* r) const {
+  // What each waiting communication op waits for, keyed by (srank, stream).
+  std::map<std::pair<std::int32_t, std::uint16_t>, std::pair<std::int32_t, std::string>> why;
+  for (const CollectiveRendezvous& c : comms_) {
+    for (std::int64_t seq : c.incomplete()) {
+      const auto& arrived = c.arrivals(seq);
+      std::vector<Rank> missing;
+      for (std::int32_t m : c.members()) {
+        const bool here = std::any_of(arrived.begin(), arrived.end(),
+                                      [&](const Arrival& a) { return a.srank == m; });
+        if (!here) missing.push_back(sranks_[m].rank);
+      }
+      for (const Arrival& a : arrived) {
+        const Op& op = g_.roles[sranks_[a.srank].role].ops[a.op];
+        why[{a.srank, a.stream}] = {
+            a.op, fmt::format("collective {} #{} on '{}': rank{} {} not arrived",
+                              to_string(op.collective), seq, g_.slots[c.slot()].name,
+                              missing.size() > 1 ? "s" : "", rank_list(missing))};
+      }
+    }
+  }
+  for (const P2PRendezvous::Unmatched& u : p2p_.unmatched()) {
+    const SimRank& sr = sranks_[u.arrival.srank];
+    const Rank peer = resolver_.peer(g_.roles[sr.role].ops[u.arrival.op].ref, sr.rank);
+    why[{u.arrival.srank, u.arrival.stream}] = {
+        u.arrival.op,
+        u.is_send ? fmt::format("send to rank {} (tag {}): no matching recv", peer, u.tag)
+                  : fmt::format("recv from rank {} (tag {}): no matching send", peer, u.tag)};
+  }
+  for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
+    const SimRank& sr = sranks_[s];
+    const Role& role = g_.roles[sr.role];
+    for (std::uint16_t st = 0; st < role.streams.size(); ++st) {
+      const StreamState& ss = streams_[sr.first_stream + st];
+      if (ss.finished) continue;
+      BlockedRank b{sr.rank, fold_.class_size[s], sr.role, kNone, st, ""};
+      if (auto it = why.find({static_cast<std::int32_t>(s), st}); it != why.end()) {
+        std::tie(b.op, b.waiting_for) = it->second;
+      } else {
+        b.op = tables_[sr.role].stream_ops[st][ss.pos];
+        const Op& op = role.ops[b.op];
+        for (std::uint32_t i = op.deps_begin; i < op.deps_end; ++i) {
+          const std::int32_t d = role.deps[i];
+          if (dep_done_[sr.first_dep + tables_[sr.role].dep_index[d]] != SimTime::never()) continue;
+          b.waiting_for =
+              fmt::format("op {} ({} on stream '{}') to complete", d, to_string(role.ops[d].kind),
+                          role.streams[role.ops[d].stream]);
+          break;
+        }
+      }
+      r->blocked.push_back(std::move(b));
+    }
+  }
+  std::sort(r->blocked.begin(), r->blocked.end(), [](const BlockedRank& a, const BlockedRank& b) {
+    return std::tie(a.rank, a.stream) < std::tie(b.rank, b.stream);
+  });
+}
+
+}  // namespace prism

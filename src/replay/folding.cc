@@ -1,0 +1,152 @@
+#include "replay/folding.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace prism {
+namespace {
+
+using Key = std::vector<std::int64_t>;
+
+// Interns keys to dense ids in first-seen order, so numbering only depends on
+// the order ranks are visited (ascending), never on hashing.
+class Interner {
+ public:
+  std::int32_t id(const Key& k) {
+    auto [it, inserted] = ids_.try_emplace(k, static_cast<std::int32_t>(ids_.size()));
+    return it->second;
+  }
+  std::size_t size() const { return ids_.size(); }
+
+ private:
+  std::map<Key, std::int32_t> ids_;
+};
+
+void append_geometry(const Layout& layout, const std::vector<Rank>& members, Key* key) {
+  std::vector<int> per_node;
+  for (Rank m : members) per_node.push_back(layout.node_of(m));
+  std::sort(per_node.begin(), per_node.end());
+  int nodes = 0, run = 0, max_run = 0;
+  for (std::size_t i = 0; i < per_node.size(); ++i) {
+    if (i == 0 || per_node[i] != per_node[i - 1]) ++nodes, run = 0;
+    max_run = std::max(max_run, ++run);
+  }
+  key->push_back(static_cast<std::int64_t>(members.size()));
+  key->push_back(nodes);
+  key->push_back(max_run);
+}
+
+// Initial colours: role, overrides, and geometry of every used slot.
+std::vector<std::int32_t> initial_colours(const ExecutionGraph& g,
+                                          const std::vector<std::vector<int>>& used) {
+  const SlotResolver res = g.resolver();
+  Interner interner;
+  std::vector<std::int32_t> colour(g.world_size());
+  std::vector<Rank> members;
+  for (Rank r = 0; r < g.world_size(); ++r) {
+    const int role = g.role_of_rank[r];
+    Key key{role, g.compute_scale_ppm(r)};
+    for (int s : used[role]) {
+      if (g.slots[s].kind == CommSlot::Kind::kGroup) {
+        res.members(s, r, &members);
+        append_geometry(g.layout, members, &key);
+      } else {
+        const Rank p = res.peer(s, r);
+        key.push_back(p == kNone ? -1 : (g.layout.node_of(p) == g.layout.node_of(r) ? 1 : 0));
+      }
+    }
+    colour[r] = interner.id(key);
+  }
+  return colour;
+}
+
+// One refinement round: a rank's new colour is its old colour plus its
+// partners' colours per used slot.
+std::vector<std::int32_t> refine(const ExecutionGraph& g, const std::vector<std::vector<int>>& used,
+                                 const std::vector<std::int32_t>& colour) {
+  const SlotResolver res = g.resolver();
+  // Per group slot, the multiset of member colours of each group, interned;
+  // computed once per group (keyed by group id) rather than once per member.
+  std::vector<std::vector<std::int32_t>> group_sig(g.slots.size());
+  Interner multisets;
+  std::vector<Rank> members;
+  Interner interner;
+  std::vector<std::int32_t> next(g.world_size());
+  for (Rank r = 0; r < g.world_size(); ++r) {
+    const int role = g.role_of_rank[r];
+    Key key{colour[r]};
+    for (int s : used[role]) {
+      if (g.slots[s].kind == CommSlot::Kind::kPeer) {
+        const Rank p = res.peer(s, r);
+        key.push_back(p == kNone ? -1 : colour[p]);
+        continue;
+      }
+      const std::int64_t gid = res.group_id(s, r);
+      auto& sig = group_sig[s];
+      if (sig.empty()) {
+        const std::size_t n =
+            g.slots[s].explicit_groups.empty() ? g.world_size() : g.slots[s].explicit_groups.size();
+        sig.assign(n, kNone);
+      }
+      if (sig[gid] == kNone) {
+        res.members(s, r, &members);
+        Key ms;
+        for (Rank m : members) ms.push_back(colour[m]);
+        std::sort(ms.begin(), ms.end());
+        sig[gid] = multisets.id(ms);
+      }
+      key.push_back(sig[gid]);
+    }
+    next[r] = interner.id(key);
+  }
+  return next;
+}
+
+int count_colours(const std::vector<std::int32_t>& c) {
+  return c.empty() ? 0 : *std::max_element(c.begin(), c.end()) + 1;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> slots_used_by_role(const ExecutionGraph& g) {
+  std::vector<std::vector<int>> used(g.roles.size());
+  for (std::size_t i = 0; i < g.roles.size(); ++i) {
+    for (const Op& op : g.roles[i].ops)
+      if (is_communication(op.kind)) used[i].push_back(op.ref);
+    std::sort(used[i].begin(), used[i].end());
+    used[i].erase(std::unique(used[i].begin(), used[i].end()), used[i].end());
+  }
+  return used;
+}
+
+FoldPlan plan_folding(const ExecutionGraph& g, bool fold) {
+  FoldPlan plan;
+  const int n = g.world_size();
+  if (!fold) {
+    plan.class_of_rank.resize(n);
+    std::iota(plan.class_of_rank.begin(), plan.class_of_rank.end(), 0);
+  } else {
+    const auto used = slots_used_by_role(g);
+    std::vector<std::int32_t> colour = initial_colours(g, used);
+    // Each round either splits a class or reaches the fixpoint; at most n rounds.
+    for (int classes = count_colours(colour);;) {
+      colour = refine(g, used, colour);
+      const int now = count_colours(colour);
+      if (now == classes) break;
+      classes = now;
+    }
+    plan.class_of_rank = std::move(colour);
+  }
+  const int k = count_colours(plan.class_of_rank);
+  plan.representative.assign(k, kNone);
+  plan.class_size.assign(k, 0);
+  for (Rank r = 0; r < n; ++r) {
+    const std::int32_t c = plan.class_of_rank[r];
+    if (plan.representative[c] == kNone) plan.representative[c] = r;
+    ++plan.class_size[c];
+  }
+  return plan;
+}
+
+}  // namespace prism

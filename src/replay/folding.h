@@ -1,0 +1,36 @@
+// Folding: which ranks provably behave identically, so that one representative
+// per class can be simulated for all of them.
+//
+// Classes are the coarsest partition, refined to a fixpoint (colour
+// refinement), in which two ranks share a class only if they have the same
+// role, the same overrides, the same communicator geometry (group size, nodes
+// spanned, ranks per node; same-node-ness of each peer) and, for every slot
+// their role uses, class-equal partners: the same multiset of member classes
+// in their group, the same class of peer. By induction over events, ranks of
+// one class then see identical arrival times at every rendezvous and have
+// identical timelines, which is why the folded replay equals the unfolded one.
+// A rank that differs (a straggler) splits its class and, transitively, the
+// classes of everyone whose timeline it can touch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace prism {
+
+struct FoldPlan {
+  std::vector<std::int32_t> class_of_rank;  // size world_size
+  std::vector<Rank> representative;         // per class: its lowest rank
+  std::vector<std::int32_t> class_size;     // per class: number of ranks
+  int num_classes() const { return static_cast<int>(representative.size()); }
+};
+
+// Identity plan (every rank its own class) when `fold` is false.
+FoldPlan plan_folding(const ExecutionGraph& g, bool fold);
+
+// Slots used by each role (sorted, unique), a helper shared with the engine.
+std::vector<std::vector<int>> slots_used_by_role(const ExecutionGraph& g);
+
+}  // namespace prism

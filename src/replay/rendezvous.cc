@@ -1,0 +1,108 @@
+#include "replay/rendezvous.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+namespace prism {
+
+CollectiveRendezvous::CollectiveRendezvous(int slot, std::vector<std::int32_t> members,
+                                           std::vector<Rank> real_ranks, int multiplicity)
+    : slot_(slot),
+      members_(std::move(members)),
+      real_ranks_(std::move(real_ranks)),
+      multiplicity_(multiplicity),
+      ring_(4) {}
+
+void CollectiveRendezvous::set_layout(const Layout& layout) {
+  std::vector<int> nodes;
+  for (Rank r : real_ranks_) nodes.push_back(layout.node_of(r));
+  std::sort(nodes.begin(), nodes.end());
+  num_nodes_ = 0;
+  max_ranks_per_node_ = 0;
+  for (std::size_t i = 0, run = 0; i < nodes.size(); ++i) {
+    if (i == 0 || nodes[i] != nodes[i - 1]) ++num_nodes_, run = 0;
+    max_ranks_per_node_ = std::max(max_ranks_per_node_, static_cast<int>(++run));
+  }
+}
+
+const CollectiveRendezvous::Pending& CollectiveRendezvous::slot_for(std::int64_t seq) const {
+  const Pending& p = ring_[static_cast<std::size_t>(seq) % ring_.size()];
+  PRISM_CHECK(p.seq == seq, "collective sequence not in flight");
+  return p;
+}
+
+CollectiveRendezvous::Pending& CollectiveRendezvous::slot_for(std::int64_t seq) {
+  PRISM_CHECK(seq >= base_, "collective sequence already released");
+  if (seq - base_ >= static_cast<std::int64_t>(ring_.size())) {
+    // Grow the ring, keeping every live entry at its new position.
+    std::vector<Pending> bigger(ring_.size() * 2);
+    for (Pending& p : ring_)
+      if (p.seq >= 0) bigger[static_cast<std::size_t>(p.seq) % bigger.size()] = std::move(p);
+    ring_ = std::move(bigger);
+  }
+  Pending& p = ring_[static_cast<std::size_t>(seq) % ring_.size()];
+  next_ = std::max(next_, seq + 1);
+  if (p.seq != seq) {
+    PRISM_CHECK(p.seq < 0, "collective ring slot still in use");
+    p.seq = seq;
+    p.arrivals.clear();
+  }
+  return p;
+}
+
+bool CollectiveRendezvous::arrive(std::int64_t seq, const Arrival& a) {
+  Pending& p = slot_for(seq);
+  p.arrivals.push_back(a);
+  return p.arrivals.size() == members_.size();
+}
+
+void CollectiveRendezvous::release(std::int64_t seq) {
+  Pending& p = slot_for(seq);
+  p.seq = -1;
+  p.arrivals.clear();
+  // Collectives issued on different streams may finish out of order; the ring
+  // only moves past a sequence number once everything before it is released.
+  while (base_ < next_ && ring_[static_cast<std::size_t>(base_) % ring_.size()].seq != base_)
+    ++base_;
+}
+
+std::vector<std::int64_t> CollectiveRendezvous::incomplete() const {
+  std::vector<std::int64_t> out;
+  for (const Pending& p : ring_)
+    if (p.seq >= 0 && p.arrivals.size() < members_.size()) out.push_back(p.seq);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool P2PRendezvous::post(bool is_send, std::int32_t src, std::int32_t dst, std::int32_t tag,
+                         const Arrival& a, Match* m) {
+  Channel& c = channels_[Key{src, dst, tag}];
+  auto& other = is_send ? c.recvs : c.sends;
+  auto& other_head = is_send ? c.recv_head : c.send_head;
+  if (other_head < other.size()) {
+    const Arrival partner = other[other_head++];
+    if (other_head == other.size()) other.clear(), other_head = 0;
+    *m = is_send ? Match{a, partner} : Match{partner, a};
+    return true;
+  }
+  (is_send ? c.sends : c.recvs).push_back(a);
+  return false;
+}
+
+std::vector<P2PRendezvous::Unmatched> P2PRendezvous::unmatched() const {
+  std::vector<Unmatched> out;
+  for (const auto& [k, c] : channels_) {
+    for (std::size_t i = c.send_head; i < c.sends.size(); ++i)
+      out.push_back({true, k.src, k.dst, k.tag, c.sends[i]});
+    for (std::size_t i = c.recv_head; i < c.recvs.size(); ++i)
+      out.push_back({false, k.src, k.dst, k.tag, c.recvs[i]});
+  }
+  std::sort(out.begin(), out.end(), [](const Unmatched& a, const Unmatched& b) {
+    return std::tie(a.arrival.srank, a.arrival.stream, a.arrival.op) <
+           std::tie(b.arrival.srank, b.arrival.stream, b.arrival.op);
+  });
+  return out;
+}
+
+}  // namespace prism

@@ -1,0 +1,111 @@
+// Rendezvous points of the replay engine: collectives meet per communicator
+// instance by sequence number; sends and receives meet per channel (source,
+// destination, tag) in order. Both only record who arrived and when; the
+// engine decides what a complete meeting means.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/layout.h"
+#include "util/check.h"
+#include "util/units.h"
+
+namespace prism {
+
+// A communication op that has arrived at a rendezvous.
+struct Arrival {
+  std::int32_t srank = 0;  // simulated rank
+  std::uint16_t stream = 0;
+  std::int32_t op = 0;
+  SimTime at;
+};
+
+// One communicator as the engine simulates it: its member simulated ranks and
+// the collectives in progress, indexed by sequence number.
+class CollectiveRendezvous {
+ public:
+  CollectiveRendezvous(int slot, std::vector<std::int32_t> members, std::vector<Rank> real_ranks,
+                       int multiplicity);
+
+  int slot() const { return slot_; }
+  const std::vector<std::int32_t>& members() const { return members_; }
+  const std::vector<Rank>& real_ranks() const { return real_ranks_; }
+  int num_nodes() const { return num_nodes_; }
+  int max_ranks_per_node() const { return max_ranks_per_node_; }
+  int multiplicity() const { return multiplicity_; }
+
+  // Records arrival `a` at collective number `seq`; returns true when all
+  // members have arrived (the arrivals are then in arrivals(seq)).
+  bool arrive(std::int64_t seq, const Arrival& a);
+  const std::vector<Arrival>& arrivals(std::int64_t seq) const { return slot_for(seq).arrivals; }
+  // Forgets collective `seq` once it completed.
+  void release(std::int64_t seq);
+  // Collectives with some but not all members present (for deadlock reports).
+  std::vector<std::int64_t> incomplete() const;
+
+  void set_layout(const Layout& layout);
+
+ private:
+  struct Pending {
+    std::int64_t seq = -1;
+    std::vector<Arrival> arrivals;
+  };
+  const Pending& slot_for(std::int64_t seq) const;
+  Pending& slot_for(std::int64_t seq);
+
+  int slot_;
+  std::vector<std::int32_t> members_;
+  std::vector<Rank> real_ranks_;
+  int multiplicity_;
+  int num_nodes_ = 1;
+  int max_ranks_per_node_ = 1;
+  // Ring of collectives in progress: a member can be ahead of another by at
+  // most one collective per stream, so the ring stays small.
+  std::vector<Pending> ring_;
+  std::int64_t base_ = 0;  // lowest sequence number not yet released
+  std::int64_t next_ = 0;  // one past the highest sequence number seen
+};
+
+// Point-to-point channels keyed by (source, destination, tag).
+class P2PRendezvous {
+ public:
+  struct Match {
+    Arrival send;
+    Arrival recv;
+  };
+  // Posts a send (is_send) or a receive; returns true and fills `m` when it
+  // pairs with the oldest unmatched op of the other side.
+  bool post(bool is_send, std::int32_t src, std::int32_t dst, std::int32_t tag, const Arrival& a,
+            Match* m);
+  struct Unmatched {
+    bool is_send;
+    std::int32_t src, dst, tag;
+    Arrival arrival;
+  };
+  // Ops still waiting for a partner, sorted (for deadlock reports).
+  std::vector<Unmatched> unmatched() const;
+
+ private:
+  struct Channel {
+    std::vector<Arrival> sends, recvs;  // FIFO with head index
+    std::size_t send_head = 0, recv_head = 0;
+  };
+  struct Key {
+    std::int32_t src, dst, tag;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      std::uint64_t h = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.src)) << 32) ^
+                        static_cast<std::uint32_t>(k.dst);
+      h ^= static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.tag)) * 0x9e3779b97f4a7c15ULL;
+      return static_cast<std::size_t>(h ^ (h >> 29));
+    }
+  };
+  // Looked up only; never iterated in an order that reaches the output.
+  std::unordered_map<Key, Channel, KeyHash> channels_;
+};
+
+}  // namespace prism

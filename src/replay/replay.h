@@ -1,0 +1,43 @@
+// replay(): runs an ExecutionGraph over the discrete-event core with the given
+// network, compute and memory models, and returns per-role timings.
+//
+// Each simulated rank runs its role's streams in order; an op starts when the
+// previous op of its stream and its dependencies are done. Collectives
+// rendezvous per communicator group by sequence number; sends and receives
+// match by (source, destination, tag, order); ops of one NCCL group start
+// together. A replay that cannot progress returns Outcome::kDeadlock with
+// every blocked rank and what it waits for.
+//
+// Folding (default): ranks are partitioned into classes that provably behave
+// identically (same role, same overrides, and class-equal communicator peers,
+// refined to a fixpoint; see replay/folding.h), and one representative per
+// class is simulated. Per-rank results are the same as replaying every rank.
+#pragma once
+
+#include <vector>
+
+#include "compute/compute_model.h"
+#include "graph/graph.h"
+#include "mem/memory_model.h"
+#include "net/network_model.h"
+#include "replay/result.h"
+
+namespace prism {
+
+struct ReplayOptions {
+  bool fold = true;
+  std::vector<Rank> trace_ranks;  // ranks whose executed ops go to ReplayResult::trace
+};
+
+struct ReplayModels {
+  NetworkModel* network = nullptr;
+  const ComputeModel* compute = nullptr;
+  MemoryModel* memory = nullptr;
+};
+
+// `g` must be finalized and valid (graph/validate.h). The models are reset and
+// used by this call only.
+ReplayResult replay(const ExecutionGraph& g, const ReplayOptions& options,
+                    const ReplayModels& models);
+
+}  // namespace prism

@@ -1,0 +1,73 @@
+// What a replay produces. Plain data: report/ formats it, tests compare it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/layout.h"
+#include "util/units.h"
+
+namespace prism {
+
+// Where one rank's time went over the whole replay. The three parts add up to
+// the makespan: compute is the union of the rank's compute intervals (on any
+// stream); exposed communication is time with data moving (a collective or
+// send/recv whose members have all arrived) but no compute running; idle is
+// everything else (waiting for peers, pipeline bubbles, the tail after the
+// rank's last op).
+struct RankTimes {
+  SimTime compute;
+  SimTime exposed_comm;
+  SimTime idle;
+  SimTime finish;     // completion of the rank's last op
+  Bytes peak_memory;  // peak of the memory model's allocated bytes
+};
+
+struct RoleSummary {
+  std::string name;
+  int num_ranks = 0;
+  RankTimes mean;  // integer mean over the role's ranks (sum / count, truncated)
+  RankTimes max;   // element-wise max over the role's ranks
+};
+
+// One executed op of a traced rank.
+struct TraceRecord {
+  Rank rank = 0;
+  std::int32_t role = 0;
+  std::int32_t op = 0;  // index into Role::ops
+  std::uint16_t stream = 0;
+  SimTime start;           // the op began (compute) or arrived (communication)
+  SimTime transfer_start;  // communication: every member present; == start otherwise
+  SimTime end;
+};
+
+// A rank that could not progress when a replay deadlocked.
+struct BlockedRank {
+  Rank rank = 0;      // a representative; folded replays stand for `num_ranks`
+  int num_ranks = 1;  // ranks in the same state (folding)
+  std::int32_t role = 0;
+  std::int32_t op = 0;  // the op it waits on
+  std::uint16_t stream = 0;
+  std::string waiting_for;  // e.g. "collective all_reduce #3 on dp: ranks 8, 16 not arrived"
+};
+
+struct ReplayResult {
+  enum class Outcome { kCompleted, kDeadlock };
+  Outcome outcome = Outcome::kCompleted;
+
+  int world_size = 0;
+  bool folded = false;
+  int simulated_ranks = 0;      // ranks actually simulated (classes when folded)
+  std::uint64_t op_events = 0;  // ops executed by simulated ranks
+
+  SimTime makespan;                      // last completion over all ranks
+  std::vector<SimTime> iteration_times;  // one per iteration marker span, or {makespan}
+  SimTime iteration_time;                // mean of iteration_times (integer)
+
+  std::vector<RoleSummary> roles;    // index = role index
+  std::vector<BlockedRank> blocked;  // non-empty iff kDeadlock
+  std::vector<TraceRecord> trace;    // for ReplayOptions::trace_ranks, sorted by (rank, start, op)
+};
+
+}  // namespace prism

@@ -1,0 +1,60 @@
+#include "util/file.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace prism {
+
+Result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) return Status::not_found(path + ": no such file");
+    return Status::io_error(path + ": " + std::strerror(errno));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::io_error(path + ": read failed");
+  return ss.str();
+}
+
+Status write_file_atomic(const std::string& path, std::string_view content) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  int fd = mkstemp(tmp.data());
+  if (fd < 0)
+    return Status::io_error(path + ": cannot create temporary file: " + std::strerror(errno));
+  const char* p = content.data();
+  std::size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::string err = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::io_error(path + ": write failed: " + err);
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::string err = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return Status::io_error(path + ": cannot flush: " + err);
+  }
+  // mkstemp creates 0600; reports are ordinary files.
+  ::chmod(tmp.c_str(), 0644);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string err = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return Status::io_error(path + ": cannot rename into place: " + err);
+  }
+  return Status::ok();
+}
+
+}  // namespace prism

@@ -1,0 +1,82 @@
+// Strong units. Simulated time is an integer number of nanoseconds (SimTime);
+// sizes are an integer number of bytes (Bytes). Keeping them distinct types
+// stops "bytes + nanoseconds" from compiling, and integers keep every run
+// bit-for-bit repeatable.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <limits>
+
+namespace prism {
+
+// 128-bit intermediate for exact products of 64-bit quantities.
+__extension__ typedef __int128 Int128;
+
+struct SimTime {
+  std::int64_t ns = 0;
+
+  static constexpr SimTime zero() { return SimTime{0}; }
+  static constexpr SimTime never() { return SimTime{std::numeric_limits<std::int64_t>::max()}; }
+  static constexpr SimTime from_us(std::int64_t us) { return SimTime{us * 1000}; }
+  static constexpr SimTime from_ms(std::int64_t ms) { return SimTime{ms * 1000 * 1000}; }
+
+  constexpr double seconds() const { return static_cast<double>(ns) * 1e-9; }
+  constexpr double millis() const { return static_cast<double>(ns) * 1e-6; }
+  constexpr double micros() const { return static_cast<double>(ns) * 1e-3; }
+
+  friend constexpr auto operator<=>(SimTime, SimTime) = default;
+  friend constexpr SimTime operator+(SimTime a, SimTime b) { return SimTime{a.ns + b.ns}; }
+  friend constexpr SimTime operator-(SimTime a, SimTime b) { return SimTime{a.ns - b.ns}; }
+  constexpr SimTime& operator+=(SimTime o) {
+    ns += o.ns;
+    return *this;
+  }
+  constexpr SimTime& operator-=(SimTime o) {
+    ns -= o.ns;
+    return *this;
+  }
+};
+
+constexpr SimTime max(SimTime a, SimTime b) {
+  return a < b ? b : a;
+}
+constexpr SimTime min(SimTime a, SimTime b) {
+  return a < b ? a : b;
+}
+
+struct Bytes {
+  std::int64_t count = 0;
+
+  constexpr double gib() const { return static_cast<double>(count) / (1024.0 * 1024.0 * 1024.0); }
+
+  friend constexpr auto operator<=>(Bytes, Bytes) = default;
+  friend constexpr Bytes operator+(Bytes a, Bytes b) { return Bytes{a.count + b.count}; }
+  friend constexpr Bytes operator-(Bytes a, Bytes b) { return Bytes{a.count - b.count}; }
+  constexpr Bytes& operator+=(Bytes o) {
+    count += o.count;
+    return *this;
+  }
+  constexpr Bytes& operator-=(Bytes o) {
+    count -= o.count;
+    return *this;
+  }
+};
+
+// Bandwidth in bytes per second, integral so that transfer times are exact.
+struct Bandwidth {
+  std::int64_t bytes_per_s = 0;
+
+  static constexpr Bandwidth from_gbps(double gb_per_s) {  // GB/s = 1e9 bytes/s, as nccl-tests
+    return Bandwidth{static_cast<std::int64_t>(gb_per_s * 1e9 + 0.5)};
+  }
+  // Time to move `b` at this rate, rounded up to the next nanosecond.
+  constexpr SimTime time_for(Bytes b) const {
+    if (b.count <= 0) return SimTime::zero();
+    const Int128 num = static_cast<Int128>(b.count) * 1'000'000'000;
+    return SimTime{static_cast<std::int64_t>((num + bytes_per_s - 1) / bytes_per_s)};
+  }
+  friend constexpr auto operator<=>(Bandwidth, Bandwidth) = default;
+};
+
+}  // namespace prism

@@ -1,0 +1,162 @@
+// Folding: the plan's classes, and the property that a folded replay gives
+// exactly the unfolded replay's numbers.
+#include "replay/folding.h"
+
+#include <algorithm>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "test_graphs.h"
+
+namespace prism {
+namespace {
+
+using testing::group_slot;
+using testing::make_graph;
+using testing::peer_slot;
+using testing::run;
+using testing::same_times;
+
+struct Shape {
+  int tp, dp, pp, microbatches, gpus_per_node;
+  std::vector<RankOverride> stragglers;
+};
+
+// A GPipe-style step: all forwards, then all backwards, TP all-reduce per
+// micro-batch, PP send/recv between stages, and a DP all-reduce on a second
+// stream after the last backward. One role per stage, with per-stage costs.
+ExecutionGraph gpipe(const Shape& s, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  enum { kTp, kDp, kNext, kPrev };
+  std::vector<Role> roles;
+  for (int stage = 0; stage < s.pp; ++stage) {
+    RoleBuilder b("stage" + std::to_string(stage), {"compute", "comm"});
+    const SimTime fwd{1000 + static_cast<std::int64_t>(rng() % 1000)};
+    const Bytes act{4096 * (1 + static_cast<std::int64_t>(rng() % 4))};
+    b.marker(0, MarkerKind::kIteration, 0);
+    std::vector<int> acts;
+    for (int mb = 0; mb < s.microbatches; ++mb) {
+      if (stage > 0) b.recv(0, kPrev, act);
+      acts.push_back(b.alloc(0, act));
+      b.compute(0, fwd, "fwd");
+      b.collective(0, kTp, CollectiveKind::kAllReduce, act);
+      if (stage + 1 < s.pp) b.send(0, kNext, act);
+    }
+    for (int mb = 0; mb < s.microbatches; ++mb) {
+      if (stage + 1 < s.pp) b.recv(0, kNext, act);
+      b.compute(0, SimTime{2 * fwd.ns}, "bwd");
+      b.collective(0, kTp, CollectiveKind::kAllReduce, act);
+      b.free(0, acts[mb]);
+      if (stage > 0) b.send(0, kPrev, act);
+    }
+    b.record(0, "grads");
+    b.wait(1, "grads");
+    b.collective(1, kDp, CollectiveKind::kAllReduce, Bytes{1 << 20});
+    b.record(1, "reduced");
+    b.wait(0, "reduced");
+    b.compute(0, SimTime{500}, "optimizer");
+    roles.push_back(std::move(b).build());
+  }
+  const int world = s.tp * s.dp * s.pp;
+  std::vector<std::int32_t> role_of_rank(world);
+  for (Rank r = 0; r < world; ++r) role_of_rank[r] = r / (s.tp * s.dp);
+  return make_graph({{"tp", s.tp}, {"dp", s.dp}, {"pp", s.pp}}, s.gpus_per_node,
+                    {group_slot("tp", {0}), group_slot("dp", {1}), peer_slot("pp_next", 2, 1),
+                     peer_slot("pp_prev", 2, -1)},
+                    std::move(roles), role_of_rank, s.stragglers);
+}
+
+void expect_equal_results(const ReplayResult& folded, const ReplayResult& unfolded) {
+  EXPECT_EQ(folded.outcome, unfolded.outcome);
+  EXPECT_EQ(folded.makespan, unfolded.makespan);
+  EXPECT_EQ(folded.iteration_times, unfolded.iteration_times);
+  ASSERT_EQ(folded.roles.size(), unfolded.roles.size());
+  for (std::size_t i = 0; i < folded.roles.size(); ++i) {
+    EXPECT_EQ(folded.roles[i].num_ranks, unfolded.roles[i].num_ranks);
+    EXPECT_TRUE(same_times(folded.roles[i].mean, unfolded.roles[i].mean)) << "role " << i;
+    EXPECT_TRUE(same_times(folded.roles[i].max, unfolded.roles[i].max)) << "role " << i;
+  }
+  ASSERT_EQ(folded.trace.size(), unfolded.trace.size());
+  for (std::size_t i = 0; i < folded.trace.size(); ++i) {
+    EXPECT_EQ(folded.trace[i].rank, unfolded.trace[i].rank);
+    EXPECT_EQ(folded.trace[i].op, unfolded.trace[i].op);
+    EXPECT_EQ(folded.trace[i].start, unfolded.trace[i].start);
+    EXPECT_EQ(folded.trace[i].transfer_start, unfolded.trace[i].transfer_start);
+    EXPECT_EQ(folded.trace[i].end, unfolded.trace[i].end);
+  }
+}
+
+TEST(FoldingTest, OneClassPerStageWithoutStragglers) {
+  auto g = gpipe({4, 2, 3, 2, 8, {}}, 1);
+  FoldPlan plan = plan_folding(g, true);
+  EXPECT_EQ(plan.num_classes(), 3);
+  EXPECT_EQ(plan.representative, (std::vector<Rank>{0, 8, 16}));
+  EXPECT_EQ(plan.class_size, (std::vector<std::int32_t>{8, 8, 8}));
+  FoldPlan identity = plan_folding(g, false);
+  EXPECT_EQ(identity.num_classes(), 24);
+}
+
+TEST(FoldingTest, GeometrySplitsClasses) {
+  // 2 GPUs per node: TP groups of 4 span two nodes, and ranks whose pipeline
+  // peer sits on their own node differ from those whose peer does not.
+  auto g = gpipe({2, 1, 3, 1, 3, {}}, 2);
+  FoldPlan plan = plan_folding(g, true);
+  EXPECT_GT(plan.num_classes(), 3);
+}
+
+TEST(FoldingTest, StragglerSplitsItsClassAndThoseItTouches) {
+  auto g = gpipe({2, 2, 2, 2, 8, {RankOverride{1, 1'300'000}}}, 3);
+  FoldPlan plan = plan_folding(g, true);
+  EXPECT_GT(plan.num_classes(), 2);
+  EXPECT_EQ(plan.class_size[plan.class_of_rank[1]], 1);
+  // Rank 0 shares rank 1's TP group, rank 2 does not: they must differ.
+  EXPECT_NE(plan.class_of_rank[0], plan.class_of_rank[2]);
+}
+
+TEST(FoldingTest, FoldedEqualsUnfoldedOnTpPpDp) {
+  auto g = gpipe({2, 2, 2, 3, 8, {}}, 4);
+  const std::vector<Rank> traced{0, 3, 5, 7};
+  auto folded = run(g, true, traced);
+  auto unfolded = run(g, false, traced);
+  ASSERT_EQ(folded.outcome, ReplayResult::Outcome::kCompleted);
+  EXPECT_EQ(folded.simulated_ranks, 2);
+  EXPECT_EQ(unfolded.simulated_ranks, 8);
+  EXPECT_LT(folded.op_events, unfolded.op_events);
+  expect_equal_results(folded, unfolded);
+}
+
+// Property: on random 3D shapes, placements, costs and stragglers, folding
+// never changes a number.
+TEST(FoldingTest, PropertyFoldedEqualsUnfolded) {
+  std::mt19937_64 rng(2026);
+  for (int trial = 0; trial < 40; ++trial) {
+    Shape s{1 + static_cast<int>(rng() % 4),
+            1 + static_cast<int>(rng() % 3),
+            1 + static_cast<int>(rng() % 4),
+            1 + static_cast<int>(rng() % 3),
+            1 << (rng() % 4),
+            {}};
+    const int world = s.tp * s.dp * s.pp;
+    if (rng() % 2) {
+      s.stragglers.push_back(RankOverride{static_cast<Rank>(rng() % world),
+                                          1'000'000 + static_cast<std::int64_t>(rng() % 900'000)});
+    }
+    auto g = gpipe(s, rng());
+    std::vector<Rank> traced{0, world - 1};
+    if (!s.stragglers.empty()) traced.push_back(s.stragglers[0].rank);
+    std::sort(traced.begin(), traced.end());
+    traced.erase(std::unique(traced.begin(), traced.end()), traced.end());
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": tp " << s.tp << " dp " << s.dp
+                                      << " pp " << s.pp << " mb " << s.microbatches << " gpn "
+                                      << s.gpus_per_node << " stragglers " << s.stragglers.size());
+    const AlphaBetaParams net = testing::unit_network(static_cast<std::int64_t>(trial % 7) * 10);
+    auto folded = run(g, true, traced, net);
+    auto unfolded = run(g, false, traced, net);
+    ASSERT_EQ(folded.outcome, ReplayResult::Outcome::kCompleted);
+    expect_equal_results(folded, unfolded);
+  }
+}
+
+}  // namespace
+}  // namespace prism

@@ -1,0 +1,58 @@
+#include "replay/rendezvous.h"
+
+#include <gtest/gtest.h>
+
+namespace prism {
+namespace {
+
+TEST(CollectiveRendezvousTest, CompletesWhenAllMembersArrive) {
+  CollectiveRendezvous c(0, {0, 1, 2}, {0, 1, 2}, 1);
+  EXPECT_FALSE(c.arrive(0, Arrival{0, 0, 5, SimTime{10}}));
+  EXPECT_FALSE(c.arrive(0, Arrival{2, 0, 5, SimTime{20}}));
+  EXPECT_EQ(c.incomplete(), (std::vector<std::int64_t>{0}));
+  EXPECT_TRUE(c.arrive(0, Arrival{1, 0, 5, SimTime{30}}));
+  EXPECT_EQ(c.arrivals(0).size(), 3u);
+  c.release(0);
+  EXPECT_TRUE(c.incomplete().empty());
+}
+
+TEST(CollectiveRendezvousTest, MembersMayRunAheadAndReleaseOutOfOrder) {
+  CollectiveRendezvous c(0, {0, 1}, {0, 1}, 1);
+  // Member 0 enters collectives 0..9 (on many streams) before member 1 any.
+  for (int seq = 0; seq < 10; ++seq) EXPECT_FALSE(c.arrive(seq, Arrival{0, 0, seq, SimTime{}}));
+  for (int seq = 9; seq >= 0; --seq) {
+    EXPECT_TRUE(c.arrive(seq, Arrival{1, 0, seq, SimTime{}}));
+    EXPECT_EQ(c.arrivals(seq)[0].op, seq);
+    c.release(seq);
+  }
+  EXPECT_TRUE(c.incomplete().empty());
+  EXPECT_FALSE(c.arrive(10, Arrival{0, 0, 10, SimTime{}}));
+  EXPECT_EQ(c.incomplete(), (std::vector<std::int64_t>{10}));
+}
+
+TEST(CollectiveRendezvousTest, GeometryFromTheLayout) {
+  CollectiveRendezvous c(0, {0, 1, 2, 3}, {0, 1, 8, 9}, 1);
+  c.set_layout(Layout(16, {{"rank", 16}}, 8));
+  EXPECT_EQ(c.num_nodes(), 2);
+  EXPECT_EQ(c.max_ranks_per_node(), 2);
+}
+
+TEST(P2PRendezvousTest, MatchesInOrderPerChannel) {
+  P2PRendezvous p;
+  P2PRendezvous::Match m;
+  EXPECT_FALSE(p.post(true, 0, 1, 0, Arrival{0, 0, 1, SimTime{1}}, &m));
+  EXPECT_FALSE(p.post(true, 0, 1, 0, Arrival{0, 0, 2, SimTime{2}}, &m));
+  EXPECT_FALSE(p.post(false, 0, 1, 5, Arrival{1, 0, 9, SimTime{3}}, &m));  // other tag
+  ASSERT_TRUE(p.post(false, 0, 1, 0, Arrival{1, 0, 3, SimTime{4}}, &m));
+  EXPECT_EQ(m.send.op, 1);
+  EXPECT_EQ(m.recv.op, 3);
+  ASSERT_TRUE(p.post(false, 0, 1, 0, Arrival{1, 0, 4, SimTime{5}}, &m));
+  EXPECT_EQ(m.send.op, 2);
+  const auto left = p.unmatched();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_FALSE(left[0].is_send);
+  EXPECT_EQ(left[0].tag, 5);
+}
+
+}  // namespace
+}  // namespace prism

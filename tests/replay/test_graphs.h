@@ -1,0 +1,92 @@
+// Small in-memory graphs and a replay runner for the replay tests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "compute/compute_model.h"
+#include "graph/graph.h"
+#include "graph/role_builder.h"
+#include "graph/validate.h"
+#include "mem/memory_model.h"
+#include "net/alpha_beta.h"
+#include "replay/replay.h"
+
+namespace prism::testing {
+
+inline CommSlot group_slot(std::string name, std::vector<int> dims) {
+  CommSlot s;
+  s.name = std::move(name);
+  s.kind = CommSlot::Kind::kGroup;
+  s.dims = std::move(dims);
+  return s;
+}
+
+inline CommSlot explicit_group_slot(std::string name, std::vector<std::vector<Rank>> groups) {
+  CommSlot s;
+  s.name = std::move(name);
+  s.kind = CommSlot::Kind::kGroup;
+  s.explicit_groups = std::move(groups);
+  return s;
+}
+
+inline CommSlot peer_slot(std::string name, int dim, int offset, bool wrap = false) {
+  CommSlot s;
+  s.name = std::move(name);
+  s.kind = CommSlot::Kind::kPeer;
+  s.peer_dim = dim;
+  s.offset = offset;
+  s.wrap = wrap;
+  return s;
+}
+
+// Finalizes and validates; a test graph that does not validate is a test bug.
+inline ExecutionGraph make_graph(std::vector<GridDim> dims, int gpus_per_node,
+                                 std::vector<CommSlot> slots, std::vector<Role> roles,
+                                 std::vector<std::int32_t> role_of_rank,
+                                 std::vector<RankOverride> overrides = {}) {
+  ExecutionGraph g;
+  g.name = "test";
+  int world = 1;
+  for (const GridDim& d : dims) world *= d.size;
+  g.layout = Layout(world, std::move(dims), gpus_per_node);
+  g.slots = std::move(slots);
+  g.roles = std::move(roles);
+  g.role_of_rank = std::move(role_of_rank);
+  g.overrides = std::move(overrides);
+  Status s = finalize_graph(g);
+  if (s.is_ok()) s = validate_graph(g);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  return g;
+}
+
+// 1 byte/ns and `alpha` ns per step inside a node; half that bandwidth and
+// twice the latency across nodes.
+inline AlphaBetaParams unit_network(std::int64_t alpha = 0) {
+  AlphaBetaParams p;
+  p.intra_node_bw = Bandwidth::from_gbps(1);
+  p.inter_node_bw = Bandwidth::from_gbps(0.5);
+  p.intra_node_latency = SimTime{alpha};
+  p.inter_node_latency = SimTime{2 * alpha};
+  return p;
+}
+
+inline ReplayResult run(const ExecutionGraph& g, bool fold = true, std::vector<Rank> trace = {},
+                        AlphaBetaParams net = unit_network()) {
+  AlphaBetaModel network(net);
+  RooflineModel compute;
+  CountingMemoryModel memory;
+  ReplayOptions opts;
+  opts.fold = fold;
+  opts.trace_ranks = std::move(trace);
+  return replay(g, opts, ReplayModels{&network, &compute, &memory});
+}
+
+inline bool same_times(const RankTimes& a, const RankTimes& b) {
+  return a.compute == b.compute && a.exposed_comm == b.exposed_comm && a.idle == b.idle &&
+         a.finish == b.finish && a.peak_memory == b.peak_memory;
+}
+
+}  // namespace prism::testing

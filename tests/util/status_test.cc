@@ -1,0 +1,57 @@
+#include "util/status.h"
+
+#include <gtest/gtest.h>
+
+namespace prism {
+namespace {
+
+Result<int> parse_positive(int x) {
+  if (x <= 0) return Status::invalid_argument("x must be positive");
+  return x;
+}
+
+Status twice(int x, int* out) {
+  PRISM_ASSIGN_OR_RETURN(int v, parse_positive(x));
+  *out = 2 * v;
+  return Status::ok();
+}
+
+TEST(StatusTest, OkIsCheapAndEmpty) {
+  Status s;
+  EXPECT_TRUE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kOk);
+  EXPECT_EQ(s.message(), "");
+}
+
+TEST(StatusTest, ErrorCarriesCodeAndContext) {
+  Status s = Status::not_found("graph.json: no such file").with_context("loading");
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "loading: graph.json: no such file");
+}
+
+TEST(StatusTest, ResultHoldsValueOrStatus) {
+  Result<int> good = parse_positive(3);
+  ASSERT_TRUE(good.is_ok());
+  EXPECT_EQ(*good, 3);
+  Result<int> bad = parse_positive(-1);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().message(), "x must be positive");
+}
+
+TEST(StatusTest, MacrosPropagate) {
+  int out = 0;
+  EXPECT_TRUE(twice(4, &out).is_ok());
+  EXPECT_EQ(out, 8);
+  Status s = twice(0, &out);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(out, 8);
+}
+
+TEST(StatusDeathTest, ValueOfFailedResultIsABug) {
+  Result<int> bad = parse_positive(0);
+  EXPECT_DEATH((void)bad.value(), "value\\(\\) of a failed Result");
+}
+
+}  // namespace
+}  // namespace prism
