@@ -58,7 +58,9 @@ TEST(AlphaBetaTest, PointToPoint) {
   EXPECT_EQ(m.duration(t).ns, 1100);
 }
 
-// Property: time grows with bytes and never falls below the latency floor.
+// Property: time never falls with more bytes, grows strictly once bandwidth
+// dominates (sub-nanosecond differences round up alike), and never falls
+// below the latency floor.
 TEST(AlphaBetaTest, MonotoneInBytes) {
   AlphaBetaModel m;
   std::vector<std::int32_t> eight(8);
@@ -66,7 +68,8 @@ TEST(AlphaBetaTest, MonotoneInBytes) {
   SimTime prev{-1};
   for (std::int64_t b = 8; b <= (std::int64_t{1} << 33); b *= 2) {
     const SimTime t = m.duration(collective(CollectiveKind::kAllReduce, b, eight, 1));
-    EXPECT_GT(t, prev);
+    EXPECT_GE(t, prev);
+    if (b >= 4096) EXPECT_GT(t, prev);
     EXPECT_GE(t.ns, 14 * 1000);
     prev = t;
   }

@@ -57,9 +57,10 @@ TEST(EngineDeadlockTest, BlockingSendsInBothDirections) {
 TEST(EngineDeadlockTest, FoldedReportCountsTheRanksOfAClass) {
   RoleBuilder b("r", {"s"});
   b.send(0, 0, Bytes{100});
-  b.recv(0, 0, Bytes{100});
-  auto g = make_graph({{"pp", 4}}, 8, {peer_slot("peer", 0, 1, true)}, {std::move(b).build()},
-                      {0, 0, 0, 0});
+  b.recv(0, 1, Bytes{100});
+  auto g =
+      make_graph({{"pp", 4}}, 8, {peer_slot("next", 0, 1, true), peer_slot("prev", 0, -1, true)},
+                 {std::move(b).build()}, {0, 0, 0, 0});
   auto r = run(g, true);
   ASSERT_EQ(r.outcome, ReplayResult::Outcome::kDeadlock);
   ASSERT_EQ(r.blocked.size(), 1u);

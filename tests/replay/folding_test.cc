@@ -30,10 +30,10 @@ ExecutionGraph gpipe(const Shape& s, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   enum { kTp, kDp, kNext, kPrev };
   std::vector<Role> roles;
+  const Bytes act{4096 * (1 + static_cast<std::int64_t>(rng() % 4))};
   for (int stage = 0; stage < s.pp; ++stage) {
     RoleBuilder b("stage" + std::to_string(stage), {"compute", "comm"});
     const SimTime fwd{1000 + static_cast<std::int64_t>(rng() % 1000)};
-    const Bytes act{4096 * (1 + static_cast<std::int64_t>(rng() % 4))};
     b.marker(0, MarkerKind::kIteration, 0);
     std::vector<int> acts;
     for (int mb = 0; mb < s.microbatches; ++mb) {

@@ -27,7 +27,10 @@ TEST(UnitsTest, BandwidthIsExactForHugeTransfers) {
   // 1 TiB at 48 GB/s: no overflow of the 64-bit intermediate.
   const Bandwidth bw = Bandwidth::from_gbps(48);
   const std::int64_t tib = std::int64_t{1} << 40;
-  EXPECT_EQ(bw.time_for(Bytes{tib}).ns, (tib * 1'000'000'000 + 47'999'999'999) / 48'000'000'000);
+  const Int128 expect =
+      (static_cast<Int128>(tib) * 1'000'000'000 + 47'999'999'999) / 48'000'000'000;
+  EXPECT_EQ(bw.time_for(Bytes{tib}).ns, static_cast<std::int64_t>(expect));
+  EXPECT_EQ(bw.time_for(Bytes{tib}).ns, 22'906'492'246);  // 22.9 s
 }
 
 }  // namespace
