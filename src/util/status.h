@@ -102,7 +102,8 @@ class [[nodiscard]] Result {
 // PRISM_ASSIGN_OR_RETURN(auto x, expr): unwraps a Result or returns its Status.
 #define PRISM_ASSIGN_OR_RETURN(lhs, expr) \
   PRISM_ASSIGN_OR_RETURN_IMPL_(PRISM_CONCAT_(prism_result_, __LINE__), lhs, expr)
-#define PRISM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                                 \
-  if (!tmp.is_ok()) return tmp.status();             \
+// `lhs` is a declaration or an lvalue, so it cannot be parenthesized.
+#define PRISM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) /* NOLINT(bugprone-macro-parentheses) */ \
+  auto tmp = (expr);                                                                          \
+  if (!tmp.is_ok()) return tmp.status();                                                      \
   lhs = std::move(tmp).value()

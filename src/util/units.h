@@ -68,7 +68,9 @@ struct Bandwidth {
   std::int64_t bytes_per_s = 0;
 
   static constexpr Bandwidth from_gbps(double gb_per_s) {  // GB/s = 1e9 bytes/s, as nccl-tests
-    return Bandwidth{static_cast<std::int64_t>(gb_per_s * 1e9 + 0.5)};
+    // Round half up (inputs are non-negative; std::llround is not constexpr).
+    return Bandwidth{
+        static_cast<std::int64_t>(gb_per_s * 1e9 + 0.5)};  // NOLINT(bugprone-incorrect-roundings)
   }
   // Time to move `b` at this rate, rounded up to the next nanosecond.
   constexpr SimTime time_for(Bytes b) const {
