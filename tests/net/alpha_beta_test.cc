@@ -69,7 +69,9 @@ TEST(AlphaBetaTest, MonotoneInBytes) {
   for (std::int64_t b = 8; b <= (std::int64_t{1} << 33); b *= 2) {
     const SimTime t = m.duration(collective(CollectiveKind::kAllReduce, b, eight, 1));
     EXPECT_GE(t, prev);
-    if (b >= 4096) EXPECT_GT(t, prev);
+    if (b >= 4096) {
+      EXPECT_GT(t, prev);
+    }
     EXPECT_GE(t.ns, 14 * 1000);
     prev = t;
   }

@@ -1,0 +1,65 @@
+// prism: the PrismLLM command line. Each subcommand lives in its own file;
+// this one parses the command line, dispatches, and turns every failure into
+// exactly one "error: ..." line on stderr with exit status 1.
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "cli/replay_command.h"
+#include "cli/validate_command.h"
+
+namespace {
+
+constexpr int kExitError = 1;
+
+int fail(std::string message) {
+  // One line, whatever the message holds.
+  for (char& c : message)
+    if (c == '\n') c = ' ';
+  fmt::print(stderr, "error: {}\n", message);
+  return kExitError;
+}
+
+// CLI11 reports "prism frobnicate" as a missing command; name the unknown
+// command or option instead.
+std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
+  const std::vector<std::string> rest = app.remaining();
+  if (!app.get_subcommands().empty() || rest.empty()) return e.what();
+  if (rest.front().starts_with("-")) return fmt::format("unknown option '{}'", rest.front());
+  std::string known;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+  return fmt::format("unknown command '{}' (commands: {})", rest.front(), known);
+}
+
+int finish(const prism::Result<int>& exit_status) {
+  return exit_status.is_ok() ? exit_status.value() : fail(exit_status.status().message());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("PrismLLM: emulate LLM training jobs of thousands of GPUs from an execution graph",
+               "prism");
+  app.set_version_flag("--version", "prism " PRISM_VERSION);
+  app.require_subcommand(1);
+  const prism::ReplayCommand replay(app);
+  const prism::ValidateCommand validate(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return fail(parse_error_message(app, e));
+  }
+
+  try {
+    if (replay.selected()) return finish(replay.run());
+    if (validate.selected()) return finish(validate.run());
+  } catch (const std::exception& e) {  // e.g. out of memory: still one error line
+    return fail(e.what());
+  }
+  return fail("no command given");  // unreachable: CLI11 requires one
+}

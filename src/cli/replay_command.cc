@@ -1,0 +1,174 @@
+#include "cli/replay_command.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+#include <vector>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "compute/compute_model.h"
+#include "graph/graph_json.h"
+#include "graph/rank_list.h"
+#include "mem/memory_model.h"
+#include "net/alpha_beta.h"
+#include "replay/replay.h"
+#include "report/chrome_trace.h"
+#include "report/report_json.h"
+#include "report/summary.h"
+#include "util/file.h"
+
+namespace prism {
+namespace {
+
+// Progress goes to stderr only when a person watches it, so that captured
+// output (golden tests, pipelines) stays the same from run to run.
+void progress(std::string_view line) {
+  if (::isatty(STDERR_FILENO)) fmt::print(stderr, "{}\n", line);
+}
+
+// `value` (in the option's unit) times `scale` as a positive integer of the
+// model's unit (bytes/s, ns), which must be at least 1.
+Result<std::int64_t> to_model_units(std::string_view flag, double value, double scale) {
+  if (!std::isfinite(value) || value <= 0)
+    return Status::invalid_argument(fmt::format("{} must be > 0 (got {})", flag, value));
+  const double units = value * scale;
+  if (units > 1e18)
+    return Status::invalid_argument(fmt::format("{} is too large (got {})", flag, value));
+  const auto n = static_cast<std::int64_t>(std::llround(units));
+  if (n < 1)
+    return Status::invalid_argument(
+        fmt::format("{} is below the model's resolution (got {})", flag, value));
+  return n;
+}
+
+// --trace-ranks against the graph: "0,17" or "0-3,17" -> ascending ranks. A
+// negative rank, or one past the world (named with the world size), is
+// rejected before the list is parsed and its ranges expanded.
+Result<std::vector<Rank>> parse_trace_ranks(std::string_view text, int world_size) {
+  bool item_start = true;
+  for (std::string_view rest = text; !rest.empty();) {
+    if (item_start && rest.front() == '-')
+      return Status::invalid_argument(
+          fmt::format("--trace-ranks: \"{}\" is negative", rest.substr(0, rest.find(','))));
+    const std::size_t end = std::min(rest.find_first_of(",-"), rest.size());
+    std::int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + end, v);
+    if (ec == std::errc() && ptr == rest.data() + end && v >= world_size)
+      return Status::invalid_argument(
+          fmt::format("--trace-ranks: rank {} is out of range: the graph has {} ranks (0-{})", v,
+                      world_size, world_size - 1));
+    item_start = end < rest.size() && rest[end] == ',';
+    rest.remove_prefix(std::min(end + 1, rest.size()));
+  }
+  Result<std::vector<Rank>> ranks = parse_rank_list(text, world_size);
+  if (!ranks.is_ok()) return ranks.status().with_context("--trace-ranks");
+  return ranks;
+}
+
+struct ModelParams {
+  AlphaBetaParams net;
+  RooflineParams compute;
+};
+
+}  // namespace
+
+ReplayCommand::ReplayCommand(CLI::App& parent)
+    : app_(
+          parent.add_subcommand("replay", "Replay an execution graph and report where time goes")) {
+  const AlphaBetaParams net;
+  const RooflineParams compute;
+  intra_node_bw_gbps_ = static_cast<double>(net.intra_node_bw.bytes_per_s) / 1e9;
+  inter_node_bw_gbps_ = static_cast<double>(net.inter_node_bw.bytes_per_s) / 1e9;
+  intra_node_latency_us_ = static_cast<double>(net.intra_node_latency.ns) / 1e3;
+  inter_node_latency_us_ = static_cast<double>(net.inter_node_latency.ns) / 1e3;
+  gpu_tflops_ = compute.peak_flops / 1e12;
+  hbm_bw_gbps_ = static_cast<double>(compute.hbm_bw.bytes_per_s) / 1e9;
+
+  app_->footer(
+      "Exit status: 0 replay completed, 1 error, 3 replay deadlocked (summary and report still "
+      "written).");
+  app_->add_option("GRAPH", graph_path_, "Execution graph file (docs/graph-format.md)")
+      ->required()
+      ->type_name("FILE");
+  app_->add_option("--report", report_path_, "Write the JSON report to FILE")->type_name("FILE");
+  CLI::Option* trace = app_->add_option(
+      "--trace", trace_path_, "Write a Chrome/Perfetto trace of the traced ranks to FILE");
+  trace->type_name("FILE");
+  app_->add_option("--trace-ranks", trace_ranks_,
+                   "Ranks to trace, e.g. 0,17 or 0-3,17 (default: 0)")
+      ->type_name("LIST")
+      ->needs(trace);
+  app_->add_flag("--no-fold", no_fold_,
+                 "Simulate every rank instead of one per class of identical ranks");
+  app_->add_option("--intra-node-bw", intra_node_bw_gbps_, "NVLink bus bandwidth, GB/s")
+      ->capture_default_str();
+  app_->add_option("--inter-node-bw", inter_node_bw_gbps_, "Network bus bandwidth per GPU, GB/s")
+      ->capture_default_str();
+  app_->add_option("--intra-node-latency-us", intra_node_latency_us_,
+                   "NVLink latency per collective step, microseconds")
+      ->capture_default_str();
+  app_->add_option("--inter-node-latency-us", inter_node_latency_us_,
+                   "Network latency per collective step, microseconds")
+      ->capture_default_str();
+  app_->add_option("--gpu-tflops", gpu_tflops_, "GPU peak dense throughput, TFLOP/s")
+      ->capture_default_str();
+  app_->add_option("--hbm-bw", hbm_bw_gbps_, "GPU memory bandwidth, GB/s")->capture_default_str();
+}
+
+bool ReplayCommand::selected() const {
+  return app_->parsed();
+}
+
+Result<int> ReplayCommand::run() const {
+  ModelParams p;
+  PRISM_ASSIGN_OR_RETURN(p.net.intra_node_bw.bytes_per_s,
+                         to_model_units("--intra-node-bw", intra_node_bw_gbps_, 1e9));
+  PRISM_ASSIGN_OR_RETURN(p.net.inter_node_bw.bytes_per_s,
+                         to_model_units("--inter-node-bw", inter_node_bw_gbps_, 1e9));
+  PRISM_ASSIGN_OR_RETURN(p.net.intra_node_latency.ns,
+                         to_model_units("--intra-node-latency-us", intra_node_latency_us_, 1e3));
+  PRISM_ASSIGN_OR_RETURN(p.net.inter_node_latency.ns,
+                         to_model_units("--inter-node-latency-us", inter_node_latency_us_, 1e3));
+  PRISM_ASSIGN_OR_RETURN(std::int64_t flops, to_model_units("--gpu-tflops", gpu_tflops_, 1e12));
+  p.compute.peak_flops = static_cast<double>(flops);
+  PRISM_ASSIGN_OR_RETURN(p.compute.hbm_bw.bytes_per_s,
+                         to_model_units("--hbm-bw", hbm_bw_gbps_, 1e9));
+
+  for (const char* flag : {"--report", "--trace"}) {
+    const CLI::Option* opt = app_->get_option(flag);
+    if (opt->count() > 0 && opt->as<std::string>().empty())
+      return Status::invalid_argument(fmt::format("{} needs a file name", flag));
+  }
+
+  progress(fmt::format("loading {}...", graph_path_));
+  PRISM_ASSIGN_OR_RETURN(ExecutionGraph g, load_graph(graph_path_));
+  ReplayOptions options;
+  options.fold = !no_fold_;
+  if (!trace_path_.empty()) {
+    const bool given = app_->get_option("--trace-ranks")->count() > 0;
+    PRISM_ASSIGN_OR_RETURN(options.trace_ranks,
+                           parse_trace_ranks(given ? trace_ranks_ : "0", g.world_size()));
+  }
+
+  progress(fmt::format("replaying {} ranks...", g.world_size()));
+  AlphaBetaModel network(p.net);
+  RooflineModel compute(p.compute);
+  CountingMemoryModel memory;
+  const ReplayResult result = replay(g, options, ReplayModels{&network, &compute, &memory});
+
+  std::fputs(format_summary(g, result).c_str(), stdout);
+  std::fflush(stdout);
+  if (!report_path_.empty())
+    PRISM_RETURN_IF_ERROR(write_file_atomic(report_path_, format_report_json(g, result)));
+  if (!trace_path_.empty())
+    PRISM_RETURN_IF_ERROR(write_file_atomic(trace_path_, format_chrome_trace(g, result)));
+  return result.outcome == ReplayResult::Outcome::kDeadlock ? kExitDeadlock : 0;
+}
+
+}  // namespace prism

@@ -1,0 +1,71 @@
+#include "report/report_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include "report/op_label.h"
+
+namespace prism {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string_view outcome_name(ReplayResult::Outcome o) {
+  return o == ReplayResult::Outcome::kDeadlock ? "deadlock" : "completed";
+}
+
+Json mean_max_seconds(SimTime mean, SimTime max) {
+  return Json{{"mean", to_seconds(mean)}, {"max", to_seconds(max)}};
+}
+
+Json role_json(const RoleSummary& s) {
+  Json j;
+  j["name"] = s.name;
+  j["num_ranks"] = s.num_ranks;
+  j["compute_s"] = mean_max_seconds(s.mean.compute, s.max.compute);
+  j["exposed_comm_s"] = mean_max_seconds(s.mean.exposed_comm, s.max.exposed_comm);
+  j["idle_s"] = mean_max_seconds(s.mean.idle, s.max.idle);
+  j["finish_s"] = mean_max_seconds(s.mean.finish, s.max.finish);
+  j["peak_memory_bytes"] =
+      Json{{"mean", s.mean.peak_memory.count}, {"max", s.max.peak_memory.count}};
+  return j;
+}
+
+Json blocked_json(const ExecutionGraph& g, const BlockedRank& b) {
+  const Role& role = g.roles[b.role];
+  Json j;
+  j["rank"] = b.rank;
+  j["num_ranks"] = b.num_ranks;
+  j["role"] = role.name;
+  j["op"] = b.op;
+  j["op_name"] = op_label(role, role.ops[b.op]);
+  j["stream"] = role.streams[b.stream];
+  j["waiting_for"] = b.waiting_for;
+  return j;
+}
+
+}  // namespace
+
+std::string format_report_json(const ExecutionGraph& g, const ReplayResult& r) {
+  Json j;
+  j["format_version"] = kReportFormatVersion;
+  j["graph"] = g.name;
+  j["world_size"] = r.world_size;
+  j["outcome"] = outcome_name(r.outcome);
+  j["folded"] = r.folded;
+  j["simulated_ranks"] = r.simulated_ranks;
+  j["op_events"] = r.op_events;
+  j["makespan_s"] = to_seconds(r.makespan);
+  j["iteration_time_s"] = to_seconds(r.iteration_time);
+  Json iterations = Json::array();
+  for (SimTime t : r.iteration_times) iterations.push_back(to_seconds(t));
+  j["iteration_times_s"] = std::move(iterations);
+  Json roles = Json::array();
+  for (const RoleSummary& s : r.roles) roles.push_back(role_json(s));
+  j["roles"] = std::move(roles);
+  Json blocked = Json::array();
+  for (const BlockedRank& b : r.blocked) blocked.push_back(blocked_json(g, b));
+  j["blocked"] = std::move(blocked);
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace prism

@@ -1,0 +1,102 @@
+#include "report/summary.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "report/op_label.h"
+
+namespace prism {
+namespace {
+
+constexpr int kLabelWidth = 17;  // "iteration time:  " and the values line up after it
+
+void append_field(std::string* out, std::string_view label, std::string_view value) {
+  fmt::format_to(std::back_inserter(*out), "{:<{}}{}\n", fmt::format("{}:", label), kLabelWidth,
+                 value);
+}
+
+// Milliseconds with three decimals, rounded half up in integer arithmetic so
+// that the text never depends on floating-point rounding.
+std::string ms3(SimTime t) {
+  const std::int64_t us = (t.ns + 500) / 1000;
+  return fmt::format("{}.{:03}", us / 1000, us % 1000);
+}
+
+std::string format_ms(SimTime t) {
+  return ms3(t) + " ms";
+}
+
+std::string plural(std::int64_t n, std::string_view word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+int blocked_rank_count(const ReplayResult& r) {
+  int n = 0;
+  for (const BlockedRank& b : r.blocked) n += b.num_ranks;
+  return n;
+}
+
+void append_header(const ExecutionGraph& g, const ReplayResult& r, std::string* out) {
+  append_field(out, "graph",
+               fmt::format("{} ({}, {})", g.name, plural(r.world_size, "rank"),
+                           plural(static_cast<std::int64_t>(g.roles.size()), "role")));
+  append_field(out, "replay",
+               fmt::format("{}: {} of {} ranks simulated, {}", r.folded ? "folded" : "unfolded",
+                           r.simulated_ranks, r.world_size,
+                           plural(static_cast<std::int64_t>(r.op_events), "op event")));
+  if (r.outcome == ReplayResult::Outcome::kDeadlock) {
+    append_field(out, "outcome",
+                 fmt::format("deadlock ({} blocked)", plural(blocked_rank_count(r), "rank")));
+    append_field(out, "stalled at", format_ms(r.makespan));
+    return;
+  }
+  append_field(out, "outcome", "completed");
+  const std::size_t n = r.iteration_times.size();
+  const std::string count = n > 1 ? fmt::format("mean of {} iterations", n) : "1 iteration";
+  append_field(out, "iteration time", fmt::format("{}  ({})", format_ms(r.iteration_time), count));
+  append_field(out, "makespan", format_ms(r.makespan));
+}
+
+void append_role_table(const ReplayResult& r, std::string* out) {
+  std::size_t name_width = 4;  // "role"
+  for (const RoleSummary& s : r.roles) name_width = std::max(name_width, s.name.size());
+  name_width += 2;
+  fmt::format_to(std::back_inserter(*out), "{:<{}}{}\n", "role", name_width,
+                 "ranks  compute_ms  exposed_comm_ms  idle_ms  peak_mem_GiB");
+  for (const RoleSummary& s : r.roles) {
+    fmt::format_to(std::back_inserter(*out), "{:<{}}{:>5}  {:>10}  {:>15}  {:>7}  {:>12.3f}\n",
+                   s.name, name_width, s.num_ranks, ms3(s.mean.compute), ms3(s.mean.exposed_comm),
+                   ms3(s.mean.idle), s.max.peak_memory.gib());
+  }
+  out->append("(times: mean over the role's ranks; peak memory: max)\n");
+}
+
+void append_blocked(const ExecutionGraph& g, const ReplayResult& r, std::string* out) {
+  out->append("\nblocked ranks:\n");
+  for (const BlockedRank& b : r.blocked) {
+    const Role& role = g.roles[b.role];
+    const std::string alike =
+        b.num_ranks > 1 ? fmt::format("; {} ranks in this state", b.num_ranks) : "";
+    fmt::format_to(std::back_inserter(*out), "  rank {} (role {}{}): op {} ({}) on stream {}: {}\n",
+                   b.rank, role.name, alike, b.op, op_label(role, role.ops[b.op]),
+                   role.streams[b.stream], b.waiting_for);
+  }
+}
+
+}  // namespace
+
+std::string format_summary(const ExecutionGraph& g, const ReplayResult& r) {
+  std::string out;
+  append_header(g, r, &out);
+  out.push_back('\n');
+  append_role_table(r, &out);
+  if (r.outcome == ReplayResult::Outcome::kDeadlock) append_blocked(g, r, &out);
+  return out;
+}
+
+}  // namespace prism

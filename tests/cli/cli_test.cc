@@ -1,0 +1,224 @@
+// Golden tests of the `prism` command line.
+//
+// Each case runs the built binary (PRISM_BINARY_DIR/bin/prism) with the source
+// root as working directory, so paths in its output are repository-relative,
+// and compares exit status, stdout and stderr with tests/cli/golden/<case>.txt.
+// Cases that write files (--report, --trace) also compare each file with
+// tests/cli/golden/<case>.<file>. "{tmp}" in arguments stands for a fresh
+// temporary directory.
+//
+// To accept new output after an intended change, rewrite the goldens instead
+// of comparing, then review the diff:
+//
+//   PRISM_UPDATE_GOLDEN=1 ctest --preset release -R cli_test
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "util/file.h"
+
+extern char** environ;
+
+namespace prism {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kSourceDir = PRISM_SOURCE_DIR;
+const fs::path kGoldenDir = kSourceDir / "tests" / "cli" / "golden";
+const std::string kPrism = PRISM_BINARY_DIR "/bin/prism";
+
+struct Case {
+  std::string name;                     // golden file stem; also the test name
+  std::vector<std::string> args;        // after "prism"
+  std::vector<std::string> files = {};  // files the command writes under {tmp}
+};
+
+// Names the case in test listings instead of dumping its bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
+
+struct RunResult {
+  int exit_status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string substitute_tmp(std::string s, const std::string& tmp) {
+  for (std::size_t at; (at = s.find("{tmp}")) != std::string::npos;) s.replace(at, 5, tmp);
+  return s;
+}
+
+std::string slurp(const fs::path& p) {
+  Result<std::string> text = read_file(p.string());
+  return text.is_ok() ? std::move(text).value() : std::string();
+}
+
+// Runs prism with stdin from /dev/null and stdout/stderr into files in `tmp`.
+RunResult run_prism(const std::vector<std::string>& args, const std::string& tmp) {
+  std::vector<std::string> argv_s = {kPrism};
+  for (const std::string& a : args) argv_s.push_back(substitute_tmp(a, tmp));
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const std::string out_path = tmp + "/stdout", err_path = tmp + "/stderr";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addchdir_np(&actions, kSourceDir.c_str());
+  pid_t pid = 0;
+  RunResult run;
+  const int rc = posix_spawn(&pid, kPrism.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    ADD_FAILURE() << "cannot start " << kPrism << ": " << std::strerror(rc);
+    return run;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  run.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.out = slurp(out_path);
+  run.err = slurp(err_path);
+  return run;
+}
+
+std::string describe(const Case& c, const RunResult& run) {
+  std::string cmd = "$ prism";
+  for (const std::string& a : c.args) cmd += a.empty() ? " ''" : " " + a;
+  return cmd + "\nexit status: " + std::to_string(run.exit_status) + "\n--- stdout\n" + run.out +
+         "--- stderr\n" + run.err;
+}
+
+bool updating() {
+  const char* v = std::getenv("PRISM_UPDATE_GOLDEN");
+  return v != nullptr && std::string(v) == "1";
+}
+
+// Compares `actual` with the golden file `name`, or rewrites it when updating.
+void check_golden(const std::string& name, const std::string& actual) {
+  const fs::path golden = kGoldenDir / name;
+  if (updating()) {
+    ASSERT_TRUE(write_file_atomic(golden.string(), actual).is_ok()) << golden;
+    return;
+  }
+  ASSERT_TRUE(fs::exists(golden)) << golden << " is missing; run with PRISM_UPDATE_GOLDEN=1";
+  EXPECT_EQ(slurp(golden), actual)
+      << "differs from " << golden << " (PRISM_UPDATE_GOLDEN=1 rewrites it)";
+}
+
+class CliGoldenTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    std::string templ = (fs::temp_directory_path() / "prism_cli_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(templ.data()), nullptr);
+    tmp_ = templ;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);
+  }
+  std::string tmp_;
+};
+
+TEST_P(CliGoldenTest, MatchesGolden) {
+  const Case& c = GetParam();
+  const RunResult run = run_prism(c.args, tmp_);
+  check_golden(c.name + ".txt", describe(c, run));
+  for (const std::string& f : c.files) {
+    const fs::path written = fs::path(tmp_) / f;
+    ASSERT_TRUE(fs::exists(written)) << c.name << " did not write " << f;
+    check_golden(c.name + "." + f, slurp(written));
+  }
+}
+
+const std::string kGpt = "examples/graphs/gpt_tp2_pp2_dp2.json";
+const std::string kDeadlock = "examples/graphs/deadlock.json";
+
+std::vector<Case> cases() {
+  return {
+      // Help and version (exit 0).
+      {"help", {"--help"}},
+      {"version", {"--version"}},
+      {"replay_help", {"replay", "--help"}},
+      {"validate_help", {"validate", "--help"}},
+      // Replays.
+      {"replay_gpt", {"replay", kGpt}},
+      {"replay_gpt_no_fold", {"replay", kGpt, "--no-fold"}},
+      {"replay_gpt_model_options",
+       {"replay", kGpt, "--intra-node-bw", "100", "--inter-node-bw", "12.5",
+        "--intra-node-latency-us", "2", "--inter-node-latency-us", "10", "--gpu-tflops", "500",
+        "--hbm-bw", "2000"}},
+      {"replay_gpt_files",
+       {"replay", kGpt, "--report", "{tmp}/report.json", "--trace", "{tmp}/trace.json",
+        "--trace-ranks", "0,4-5"},
+       {"report.json", "trace.json"}},
+      {"replay_gpt_trace_default_rank",
+       {"replay", kGpt, "--trace", "{tmp}/trace.json"},
+       {"trace.json"}},
+      {"replay_deadlock", {"replay", kDeadlock, "--report", "{tmp}/report.json"}, {"report.json"}},
+      {"validate_gpt", {"validate", kGpt}},
+      {"validate_deadlock", {"validate", kDeadlock}},
+      // Rejections: each prints one "error: ..." line and exits 1.
+      {"error_no_command", {}},
+      {"error_unknown_command", {"simulate-everything"}},
+      {"error_unknown_top_level_option", {"--fold-harder"}},
+      {"error_unknown_option", {"replay", kGpt, "--fold-harder"}},
+      {"error_option_missing_value", {"replay", kGpt, "--report"}},
+      {"error_replay_missing_graph_argument", {"replay"}},
+      {"error_validate_missing_graph_argument", {"validate"}},
+      {"error_replay_missing_file", {"replay", "examples/graphs/no_such_graph.json"}},
+      {"error_validate_missing_file", {"validate", "examples/graphs/no_such_graph.json"}},
+      {"error_replay_malformed_json", {"replay", "tests/cli/data/malformed.json"}},
+      {"error_validate_malformed_json", {"validate", "tests/cli/data/malformed.json"}},
+      {"error_validate_invalid_graph", {"validate", "tests/cli/data/invalid_graph.json"}},
+      {"error_replay_invalid_graph", {"replay", "tests/cli/data/invalid_graph.json"}},
+      {"error_trace_ranks_syntax",
+       {"replay", kGpt, "--trace", "{tmp}/t.json", "--trace-ranks", "0,x"}},
+      {"error_trace_ranks_out_of_range",
+       {"replay", kGpt, "--trace", "{tmp}/t.json", "--trace-ranks", "0-3,9"}},
+      {"error_trace_ranks_reversed",
+       {"replay", kGpt, "--trace", "{tmp}/t.json", "--trace-ranks", "5-2"}},
+      {"error_trace_ranks_negative",
+       {"replay", kGpt, "--trace", "{tmp}/t.json", "--trace-ranks=-1,2"}},
+      {"error_trace_ranks_duplicate",
+       {"replay", kGpt, "--trace", "{tmp}/t.json", "--trace-ranks", "1,1"}},
+      {"error_trace_ranks_empty", {"replay", kGpt, "--trace", "{tmp}/t.json", "--trace-ranks", ""}},
+      {"error_trace_ranks_without_trace", {"replay", kGpt, "--trace-ranks", "0"}},
+      {"error_intra_node_bw_zero", {"replay", kGpt, "--intra-node-bw", "0"}},
+      {"error_inter_node_bw_negative", {"replay", kGpt, "--inter-node-bw", "-5"}},
+      {"error_intra_node_latency_nan", {"replay", kGpt, "--intra-node-latency-us", "nan"}},
+      {"error_inter_node_latency_too_small", {"replay", kGpt, "--inter-node-latency-us", "0.0001"}},
+      {"error_gpu_tflops_too_large", {"replay", kGpt, "--gpu-tflops", "1e300"}},
+      {"error_hbm_bw_not_a_number", {"replay", kGpt, "--hbm-bw", "fast"}},
+      {"error_report_empty_path", {"replay", kGpt, "--report", ""}},
+      {"error_trace_empty_path", {"replay", kGpt, "--trace", ""}},
+      {"error_report_unwritable",
+       {"replay", kGpt, "--report", "/nonexistent-prism-dir/report.json"}},
+      {"error_trace_unwritable", {"replay", kGpt, "--trace", "/nonexistent-prism-dir/trace.json"}},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Cli, CliGoldenTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace prism

@@ -1,0 +1,73 @@
+#include "report/summary.h"
+
+#include <gtest/gtest.h>
+
+#include "report_fixtures.h"
+
+namespace prism {
+namespace {
+
+using testing::make_completed_result;
+using testing::make_deadlock_result;
+using testing::make_report_graph;
+
+TEST(SummaryTest, CompletedReplay) {
+  EXPECT_EQ(format_summary(make_report_graph(), make_completed_result()),
+            "graph:           tiny (4 ranks, 2 roles)\n"
+            "replay:          folded: 2 of 4 ranks simulated, 9 op events\n"
+            "outcome:         completed\n"
+            "iteration time:  12.346 ms  (1 iteration)\n"
+            "makespan:        12.346 ms\n"
+            "\n"
+            "role            ranks  compute_ms  exposed_comm_ms  idle_ms  peak_mem_GiB\n"
+            "stage0              2      10.000            1.000    1.346         1.500\n"
+            "stage_one_long      2       0.002            0.000   12.345         0.000\n"
+            "(times: mean over the role's ranks; peak memory: max)\n");
+}
+
+TEST(SummaryTest, UnfoldedReplayWithSeveralIterations) {
+  ReplayResult r = make_completed_result();
+  r.folded = false;
+  r.simulated_ranks = 4;
+  r.op_events = 1;
+  r.iteration_times = {SimTime{1'000'000}, SimTime{2'000'000}, SimTime{3'000'000}};
+  r.iteration_time = SimTime{2'000'000};
+  const std::string text = format_summary(make_report_graph(), r);
+  EXPECT_NE(text.find("replay:          unfolded: 4 of 4 ranks simulated, 1 op event\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("iteration time:  2.000 ms  (mean of 3 iterations)\n"), std::string::npos)
+      << text;
+}
+
+TEST(SummaryTest, DeadlockListsEveryBlockedRank) {
+  EXPECT_EQ(format_summary(make_report_graph(), make_deadlock_result()),
+            "graph:           tiny (4 ranks, 2 roles)\n"
+            "replay:          folded: 2 of 4 ranks simulated, 9 op events\n"
+            "outcome:         deadlock (3 ranks blocked)\n"
+            "stalled at:      1.500 ms\n"
+            "\n"
+            "role            ranks  compute_ms  exposed_comm_ms  idle_ms  peak_mem_GiB\n"
+            "stage0              2      10.000            1.000    1.346         1.500\n"
+            "stage_one_long      2       0.002            0.000   12.345         0.000\n"
+            "(times: mean over the role's ranks; peak memory: max)\n"
+            "\n"
+            "blocked ranks:\n"
+            "  rank 0 (role stage0; 2 ranks in this state): op 2 (all_reduce) on stream comm: "
+            "collective all_reduce #0 on tp: rank 9 not arrived\n"
+            "  rank 2 (role stage_one_long): op 0 (recv) on stream comm: recv from rank 0 tag 7: "
+            "no matching send\n");
+}
+
+TEST(SummaryTest, SingleRankGraphUsesSingularWords) {
+  ExecutionGraph g = make_report_graph();
+  g.roles.resize(1);
+  ReplayResult r = make_completed_result();
+  r.world_size = 1;
+  r.simulated_ranks = 1;
+  r.roles.resize(1);
+  EXPECT_EQ(format_summary(g, r).substr(0, 42), "graph:           tiny (1 rank, 1 role)\nrep");
+}
+
+}  // namespace
+}  // namespace prism
