@@ -18,6 +18,7 @@ std::int64_t SlotResolver::group_id(int s, Rank r) const {
 
 int SlotResolver::group_size(int s, Rank r) const {
   const CommSlot& slot = (*slots_)[s];
+  PRISM_CHECK(slot.kind == CommSlot::Kind::kGroup, "group_size of a peer slot");
   if (!slot.explicit_groups.empty()) {
     std::int32_t g = slot.group_of_rank[r];
     return g == kNone ? 0 : static_cast<int>(slot.explicit_groups[g].size());
@@ -36,9 +37,8 @@ void SlotResolver::members(int s, Rank r, std::vector<Rank>* out) const {
     return;
   }
   out->push_back(static_cast<Rank>(group_id(s, r)));
-  // Expand along each varying dimension in turn; dims are innermost first in
-  // the layout, so iterating them from the last listed keeps output ascending
-  // only if listed innermost-first. Sort at the end to be order-independent.
+  // Expand along each varying dimension in turn. The result is ascending only
+  // when the slot lists its dims innermost first; sort so it always is.
   for (int d : slot.dims) {
     const std::size_t n = out->size();
     for (int c = 1; c < layout_->dims()[d].size; ++c)

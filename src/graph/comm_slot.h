@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "graph/layout.h"
+#include "graph/op.h"  // kNone
 
 namespace prism {
 

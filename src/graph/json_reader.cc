@@ -1,0 +1,147 @@
+#include "graph/json_reader.h"
+
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace prism::graph_json {
+namespace {
+
+std::string_view type_name(const Json& j) {
+  if (j.is_number_float()) return "a float";
+  if (j.is_number()) return "an integer";
+  switch (j.type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::string:
+      return "a string";
+    case Json::value_t::boolean:
+      return "a boolean";
+    default:
+      return "a value of another type";
+  }
+}
+
+Status wrong_type(const Json& j, const JsonPath& path, std::string_view expected) {
+  return path.error(fmt::format("expected {}, got {}", expected, type_name(j)));
+}
+
+}  // namespace
+
+void JsonPath::append_to(std::string* out) const {
+  if (parent_ == nullptr) return;
+  parent_->append_to(out);
+  *out += '/';
+  if (index_ >= 0) {
+    *out += std::to_string(index_);
+  } else {
+    *out += key_;
+  }
+}
+
+std::string JsonPath::str() const {
+  std::string out;
+  append_to(&out);
+  return out.empty() ? "/" : out;
+}
+
+Status JsonPath::error(std::string_view msg) const {
+  return Status::invalid_argument(str() + ": " + std::string(msg));
+}
+
+Status expect_object(const Json& j, const JsonPath& path) {
+  return j.is_object() ? Status::ok() : wrong_type(j, path, "an object");
+}
+
+Status expect_array(const Json& j, const JsonPath& path) {
+  return j.is_array() ? Status::ok() : wrong_type(j, path, "an array");
+}
+
+Status check_fields(const Json& j, const JsonPath& path,
+                    std::initializer_list<std::string_view> allowed) {
+  PRISM_RETURN_IF_ERROR(expect_object(j, path));
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (std::string_view a : allowed) known = known || a == key;
+    if (!known) return path.error(fmt::format("unknown field \"{}\"", key));
+  }
+  return Status::ok();
+}
+
+const Json* find_field(const Json& obj, std::string_view key) {
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (it.key() == key) return &it.value();
+  return nullptr;
+}
+
+Result<const Json*> require_field(const Json& obj, std::string_view key, const JsonPath& path) {
+  const Json* v = find_field(obj, key);
+  if (v == nullptr) return path.error(fmt::format("missing required field \"{}\"", key));
+  return v;
+}
+
+Result<std::int64_t> as_int(const Json& value, const JsonPath& path, std::int64_t lo,
+                            std::int64_t hi) {
+  std::int64_t v = 0;
+  if (value.is_number_unsigned()) {
+    const auto u = value.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return path.error(fmt::format("{} is out of range [{}, {}]", u, lo, hi));
+    v = static_cast<std::int64_t>(u);
+  } else if (value.is_number_integer()) {
+    v = value.get<std::int64_t>();
+  } else {
+    return wrong_type(value, path, lo >= 0 ? "a non-negative integer" : "an integer");
+  }
+  if (v < lo || v > hi) {
+    if (lo == 0 && v < 0) return path.error(fmt::format("must not be negative, got {}", v));
+    return path.error(fmt::format("{} is out of range [{}, {}]", v, lo, hi));
+  }
+  return v;
+}
+
+Result<double> as_number(const Json& value, const JsonPath& path) {
+  if (!value.is_number()) return wrong_type(value, path, "a number");
+  return value.get<double>();
+}
+
+Result<std::string> as_string(const Json& value, const JsonPath& path) {
+  if (!value.is_string()) return wrong_type(value, path, "a string");
+  return value.get<std::string>();
+}
+
+Result<bool> as_bool(const Json& value, const JsonPath& path) {
+  if (!value.is_boolean()) return wrong_type(value, path, "true or false");
+  return value.get<bool>();
+}
+
+Result<std::int64_t> get_int(const Json& obj, std::string_view key, const JsonPath& path,
+                             std::int64_t lo, std::int64_t hi) {
+  PRISM_ASSIGN_OR_RETURN(const Json* v, require_field(obj, key, path));
+  return as_int(*v, path.field(key), lo, hi);
+}
+
+Result<std::int64_t> get_int_or(const Json& obj, std::string_view key, const JsonPath& path,
+                                std::int64_t lo, std::int64_t hi, std::int64_t fallback) {
+  const Json* v = find_field(obj, key);
+  if (v == nullptr) return fallback;
+  return as_int(*v, path.field(key), lo, hi);
+}
+
+Result<std::string> get_string(const Json& obj, std::string_view key, const JsonPath& path) {
+  PRISM_ASSIGN_OR_RETURN(const Json* v, require_field(obj, key, path));
+  return as_string(*v, path.field(key));
+}
+
+Result<std::string> get_string_or(const Json& obj, std::string_view key, const JsonPath& path,
+                                  std::string fallback) {
+  const Json* v = find_field(obj, key);
+  if (v == nullptr) return fallback;
+  return as_string(*v, path.field(key));
+}
+
+}  // namespace prism::graph_json

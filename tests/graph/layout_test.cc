@@ -1,0 +1,61 @@
+#include "graph/layout.h"
+
+#include <gtest/gtest.h>
+
+namespace prism {
+namespace {
+
+Layout tp2_dp3_pp2() {
+  return Layout(12, {{"tp", 2}, {"dp", 3}, {"pp", 2}}, 4);
+}
+
+TEST(LayoutTest, StridesGrowInnermostFirst) {
+  const Layout l = tp2_dp3_pp2();
+  EXPECT_EQ(l.stride(0), 1);
+  EXPECT_EQ(l.stride(1), 2);
+  EXPECT_EQ(l.stride(2), 6);
+}
+
+TEST(LayoutTest, CoordsOfARank) {
+  const Layout l = tp2_dp3_pp2();
+  // 11 = tp 1 + dp 2 * 2 + pp 1 * 6
+  EXPECT_EQ(l.coord(11, 0), 1);
+  EXPECT_EQ(l.coord(11, 1), 2);
+  EXPECT_EQ(l.coord(11, 2), 1);
+  EXPECT_EQ(l.coord(4, 0), 0);
+  EXPECT_EQ(l.coord(4, 1), 2);
+  EXPECT_EQ(l.coord(4, 2), 0);
+}
+
+TEST(LayoutTest, CoordsRebuildEveryRank) {
+  const Layout l = tp2_dp3_pp2();
+  for (Rank r = 0; r < l.world_size(); ++r) {
+    int sum = 0;
+    for (int d = 0; d < static_cast<int>(l.dims().size()); ++d) {
+      ASSERT_GE(l.coord(r, d), 0);
+      ASSERT_LT(l.coord(r, d), l.dims()[d].size);
+      sum += l.coord(r, d) * l.stride(d);
+    }
+    EXPECT_EQ(sum, r);
+  }
+}
+
+TEST(LayoutTest, NodesFillInRankOrder) {
+  const Layout l(10, {{"rank", 10}}, 4);
+  EXPECT_EQ(l.num_nodes(), 3);
+  EXPECT_EQ(l.node_of(3), 0);
+  EXPECT_EQ(l.node_of(4), 1);
+  EXPECT_EQ(l.node_of(9), 2);
+  EXPECT_EQ(l.local_gpu(9), 1);
+  EXPECT_EQ(l.local_gpu(4), 0);
+}
+
+TEST(LayoutTest, FindDim) {
+  const Layout l = tp2_dp3_pp2();
+  EXPECT_EQ(l.find_dim("tp"), 0);
+  EXPECT_EQ(l.find_dim("pp"), 2);
+  EXPECT_EQ(l.find_dim("cp"), -1);
+}
+
+}  // namespace
+}  // namespace prism
