@@ -1,11 +1,44 @@
 #include "graph/comm_slot.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "graph/op.h"
 #include "util/check.h"
 
 namespace prism {
+
+CommSlot CommSlot::grid_group(std::string name, std::vector<int> dims) {
+  CommSlot s;
+  s.name = std::move(name);
+  s.dims = std::move(dims);
+  return s;
+}
+
+CommSlot CommSlot::grid_peer(std::string name, int dim, int offset, bool wrap) {
+  CommSlot s;
+  s.name = std::move(name);
+  s.kind = Kind::kPeer;
+  s.peer_dim = dim;
+  s.offset = offset;
+  s.wrap = wrap;
+  return s;
+}
+
+CommSlot CommSlot::explicit_group(std::string name, std::vector<std::vector<Rank>> groups) {
+  CommSlot s;
+  s.name = std::move(name);
+  s.explicit_groups = std::move(groups);
+  return s;
+}
+
+CommSlot CommSlot::explicit_peer(std::string name, std::vector<Rank> peers) {
+  CommSlot s;
+  s.name = std::move(name);
+  s.kind = Kind::kPeer;
+  s.explicit_peers = std::move(peers);
+  return s;
+}
 
 std::int64_t SlotResolver::group_id(int s, Rank r) const {
   const CommSlot& slot = (*slots_)[s];

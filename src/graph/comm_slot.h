@@ -44,6 +44,13 @@ struct CommSlot {
   std::vector<Rank> explicit_peers;
 
   bool is_explicit() const { return !explicit_groups.empty() || !explicit_peers.empty(); }
+
+  // Named constructors. Explicit group tables still need finalize_graph() to
+  // derive group_of_rank.
+  static CommSlot grid_group(std::string name, std::vector<int> dims);
+  static CommSlot grid_peer(std::string name, int dim, int offset, bool wrap = false);
+  static CommSlot explicit_group(std::string name, std::vector<std::vector<Rank>> groups);
+  static CommSlot explicit_peer(std::string name, std::vector<Rank> peers);
 };
 
 // Resolves slots for ranks. Cheap to copy (holds references).

@@ -341,18 +341,8 @@ Status check_options(const Synthetic3DOptions& o) {
 }
 
 std::vector<CommSlot> make_slots() {
-  std::vector<CommSlot> slots(4);
-  slots[0].name = "tp";
-  slots[0].dims = {0};
-  slots[1].name = "dp";
-  slots[1].dims = {1};
-  for (int i = 2; i < 4; ++i) {
-    slots[i].name = i == 2 ? "pp_next" : "pp_prev";
-    slots[i].kind = CommSlot::Kind::kPeer;
-    slots[i].peer_dim = 2;
-    slots[i].offset = i == 2 ? 1 : -1;
-  }
-  return slots;
+  return {CommSlot::grid_group("tp", {0}), CommSlot::grid_group("dp", {1}),
+          CommSlot::grid_peer("pp_next", 2, 1), CommSlot::grid_peer("pp_prev", 2, -1)};
 }
 
 }  // namespace

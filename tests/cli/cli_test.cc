@@ -220,5 +220,47 @@ INSTANTIATE_TEST_SUITE_P(Cli, CliGoldenTest, ::testing::ValuesIn(cases()),
                            return info.param.name;
                          });
 
+// Property: the same command gives byte-identical files, and folding changes
+// nothing but the fields that say how the replay ran.
+class CliDeterminismTest : public CliGoldenTest {};
+
+std::string without_run_fields(const std::string& report) {
+  std::string out;
+  std::size_t at = 0;
+  while (at < report.size()) {
+    std::size_t end = report.find('\n', at);
+    if (end == std::string::npos) end = report.size();
+    const std::string line = report.substr(at, end - at);
+    if (line.find("\"folded\"") == std::string::npos &&
+        line.find("\"simulated_ranks\"") == std::string::npos &&
+        line.find("\"op_events\"") == std::string::npos)
+      out += line + "\n";
+    at = end + 1;
+  }
+  return out;
+}
+
+TEST_F(CliDeterminismTest, RepeatedAndFoldedRunsAgree) {
+  std::vector<std::string> reports, traces;
+  for (const char* mode : {"--no-fold", "--no-fold", "", ""}) {
+    const std::string tag = std::to_string(reports.size());
+    std::vector<std::string> args = {"replay",        kGpt,      "--report",
+                                     "{tmp}/r" + tag, "--trace", "{tmp}/t" + tag,
+                                     "--trace-ranks", "0-7"};
+    if (*mode != '\0') args.emplace_back(mode);
+    ASSERT_EQ(run_prism(args, tmp_).exit_status, 0);
+    reports.push_back(slurp(fs::path(tmp_) / ("r" + tag)));
+    traces.push_back(slurp(fs::path(tmp_) / ("t" + tag)));
+    ASSERT_FALSE(reports.back().empty());
+  }
+  EXPECT_EQ(reports[0], reports[1]);
+  EXPECT_EQ(traces[0], traces[1]);
+  EXPECT_EQ(reports[2], reports[3]);
+  EXPECT_EQ(traces[2], traces[3]);
+  EXPECT_NE(reports[0], reports[2]);  // they do differ in how they ran
+  EXPECT_EQ(without_run_fields(reports[0]), without_run_fields(reports[2]));
+  EXPECT_EQ(traces[0], traces[2]);
+}
+
 }  // namespace
 }  // namespace prism

@@ -17,20 +17,11 @@ Layout grid() {
 }
 
 CommSlot group_slot(std::vector<int> dims) {
-  CommSlot s;
-  s.name = "g";
-  s.dims = std::move(dims);
-  return s;
+  return CommSlot::grid_group("g", std::move(dims));
 }
 
 CommSlot peer_slot(int dim, int offset, bool wrap) {
-  CommSlot s;
-  s.name = "p";
-  s.kind = CommSlot::Kind::kPeer;
-  s.peer_dim = dim;
-  s.offset = offset;
-  s.wrap = wrap;
-  return s;
+  return CommSlot::grid_peer("p", dim, offset, wrap);
 }
 
 TEST(CommSlotTest, GridGroupAlongOneDim) {

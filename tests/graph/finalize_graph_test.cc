@@ -124,7 +124,7 @@ TEST(FinalizeGraphTest, ExplicitGroupTable) {
   ExecutionGraph g = one_role({});
   g.layout = Layout(4, {{"rank", 4}}, 8);
   g.role_of_rank = {0, 0, 0, 0};
-  g.slots = {testing::explicit_groups("x", {{3, 1}, {0}})};
+  g.slots = {CommSlot::explicit_group("x", {{3, 1}, {0}})};
   ASSERT_TRUE(finalize_graph(g).is_ok());
   EXPECT_THAT(g.slots[0].group_of_rank, ElementsAre(1, 0, kNone, 0));
   g.slots[0].explicit_groups = {{3, 1}, {0, 3}};

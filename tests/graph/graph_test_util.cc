@@ -58,30 +58,6 @@ std::string dump_graph(const ExecutionGraph& g) {
   return out;
 }
 
-CommSlot grid_group(std::string name, std::vector<int> dims) {
-  CommSlot s;
-  s.name = std::move(name);
-  s.dims = std::move(dims);
-  return s;
-}
-
-CommSlot grid_peer(std::string name, int dim, int offset, bool wrap) {
-  CommSlot s;
-  s.name = std::move(name);
-  s.kind = CommSlot::Kind::kPeer;
-  s.peer_dim = dim;
-  s.offset = offset;
-  s.wrap = wrap;
-  return s;
-}
-
-CommSlot explicit_groups(std::string name, std::vector<std::vector<Rank>> groups) {
-  CommSlot s;
-  s.name = std::move(name);
-  s.explicit_groups = std::move(groups);
-  return s;
-}
-
 namespace {
 
 struct StageBuilder {
@@ -141,8 +117,8 @@ ExecutionGraph make_pipeline(int tp, int dp, int pp, int microbatches) {
   ExecutionGraph g;
   g.name = fmt::format("tp{}-dp{}-pp{}", tp, dp, pp);
   g.layout = Layout(tp * dp * pp, {{"tp", tp}, {"dp", dp}, {"pp", pp}}, 8);
-  g.slots = {grid_group("tp", {0}), grid_group("dp", {1}), grid_peer("pp_next", 2, 1, false),
-             grid_peer("pp_prev", 2, -1, false)};
+  g.slots = {CommSlot::grid_group("tp", {0}), CommSlot::grid_group("dp", {1}),
+             CommSlot::grid_peer("pp_next", 2, 1), CommSlot::grid_peer("pp_prev", 2, -1)};
   for (int s = 0; s < pp; ++s) g.roles.push_back(make_stage(s, pp, microbatches));
   for (Rank r = 0; r < g.world_size(); ++r) g.role_of_rank.push_back(g.layout.coord(r, 2));
   const Status st = finalize_graph(g);

@@ -15,11 +15,6 @@ std::string graph_fixture(const std::string& name);
 // graphs are equal iff their dumps are, and a failed EXPECT_EQ shows where.
 std::string dump_graph(const ExecutionGraph& g);
 
-// Slots for graphs built in tests.
-CommSlot grid_group(std::string name, std::vector<int> dims);
-CommSlot grid_peer(std::string name, int dim, int offset, bool wrap);
-CommSlot explicit_groups(std::string name, std::vector<std::vector<Rank>> groups);
-
 // A Megatron-like training step built in memory: dims tp, dp, pp; slots tp
 // and dp (groups), pp_next and pp_prev (peers); one role per pipeline stage
 // with `microbatches` forward and backward passes (recv, compute, tp

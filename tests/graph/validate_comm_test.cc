@@ -43,9 +43,9 @@ ExecutionGraph make(int world, std::vector<std::vector<Op>> roles,
   g.layout = Layout(world, {{"tp", world}}, 8);
   std::vector<std::vector<Rank>> pairs;
   for (Rank r = 0; r + 1 < world; r += 2) pairs.push_back({r, r + 1});
-  g.slots = {testing::grid_group("tp", {0}), testing::grid_peer("next", 0, 1, true),
-             testing::grid_peer("prev", 0, -1, true), testing::grid_peer("end", 0, 1, false),
-             testing::explicit_groups("pairs", pairs)};
+  g.slots = {CommSlot::grid_group("tp", {0}), CommSlot::grid_peer("next", 0, 1, true),
+             CommSlot::grid_peer("prev", 0, -1, true), CommSlot::grid_peer("end", 0, 1, false),
+             CommSlot::explicit_group("pairs", pairs)};
   for (std::size_t i = 0; i < roles.size(); ++i) {
     Role r;
     r.name = std::string(1, static_cast<char>('a' + i));

@@ -25,7 +25,7 @@ Op make_op(OpKind kind, std::uint16_t stream = 0, std::int32_t ref = kNone) {
 ExecutionGraph one_role(std::vector<Op> ops) {
   ExecutionGraph g;
   g.layout = Layout(2, {{"tp", 2}}, 8);
-  g.slots = {testing::grid_group("tp", {0}), testing::grid_peer("next", 0, 1, true)};
+  g.slots = {CommSlot::grid_group("tp", {0}), CommSlot::grid_peer("next", 0, 1, true)};
   Role r;
   r.name = "r";
   r.streams = {"s", "c"};

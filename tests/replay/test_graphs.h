@@ -17,29 +17,13 @@
 namespace prism::testing {
 
 inline CommSlot group_slot(std::string name, std::vector<int> dims) {
-  CommSlot s;
-  s.name = std::move(name);
-  s.kind = CommSlot::Kind::kGroup;
-  s.dims = std::move(dims);
-  return s;
+  return CommSlot::grid_group(std::move(name), std::move(dims));
 }
-
 inline CommSlot explicit_group_slot(std::string name, std::vector<std::vector<Rank>> groups) {
-  CommSlot s;
-  s.name = std::move(name);
-  s.kind = CommSlot::Kind::kGroup;
-  s.explicit_groups = std::move(groups);
-  return s;
+  return CommSlot::explicit_group(std::move(name), std::move(groups));
 }
-
 inline CommSlot peer_slot(std::string name, int dim, int offset, bool wrap = false) {
-  CommSlot s;
-  s.name = std::move(name);
-  s.kind = CommSlot::Kind::kPeer;
-  s.peer_dim = dim;
-  s.offset = offset;
-  s.wrap = wrap;
-  return s;
+  return CommSlot::grid_peer(std::move(name), dim, offset, wrap);
 }
 
 // Finalizes and validates; a test graph that does not validate is a test bug.
