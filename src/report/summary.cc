@@ -1,10 +1,12 @@
 #include "report/summary.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -62,16 +64,25 @@ void append_header(const ExecutionGraph& g, const ReplayResult& r, std::string* 
   append_field(out, "makespan", format_ms(r.makespan));
 }
 
+// Columns are as wide as their widest cell, so large jobs stay aligned.
 void append_role_table(const ReplayResult& r, std::string* out) {
-  std::size_t name_width = 4;  // "role"
-  for (const RoleSummary& s : r.roles) name_width = std::max(name_width, s.name.size());
-  name_width += 2;
-  fmt::format_to(std::back_inserter(*out), "{:<{}}{}\n", "role", name_width,
-                 "ranks  compute_ms  exposed_comm_ms  idle_ms  peak_mem_GiB");
+  using Row = std::array<std::string, 6>;
+  std::vector<Row> rows = {
+      {"role", "ranks", "compute_ms", "exposed_comm_ms", "idle_ms", "peak_mem_GiB"}};
   for (const RoleSummary& s : r.roles) {
-    fmt::format_to(std::back_inserter(*out), "{:<{}}{:>5}  {:>10}  {:>15}  {:>7}  {:>12.3f}\n",
-                   s.name, name_width, s.num_ranks, ms3(s.mean.compute), ms3(s.mean.exposed_comm),
-                   ms3(s.mean.idle), s.max.peak_memory.gib());
+    rows.push_back({s.name, std::to_string(s.num_ranks), ms3(s.mean.compute),
+                    ms3(s.mean.exposed_comm), ms3(s.mean.idle),
+                    fmt::format("{:.3f}", s.max.peak_memory.gib())});
+  }
+  const std::size_t cols = rows[0].size();
+  std::vector<std::size_t> width(cols, 0);
+  for (const Row& row : rows)
+    for (std::size_t c = 0; c < cols; ++c) width[c] = std::max(width[c], row[c].size());
+  for (const Row& row : rows) {
+    // The role name is left-aligned, numbers right-aligned, two spaces apart.
+    std::string line = fmt::format("{:<{}}", row[0], width[0]);
+    for (std::size_t c = 1; c < cols; ++c) line += fmt::format("  {:>{}}", row[c], width[c]);
+    out->append(line).append("\n");
   }
   out->append("(times: mean over the role's ranks; peak memory: max)\n");
 }

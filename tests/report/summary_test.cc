@@ -25,6 +25,20 @@ TEST(SummaryTest, CompletedReplay) {
             "(times: mean over the role's ranks; peak memory: max)\n");
 }
 
+TEST(SummaryTest, ColumnsWidenForLargeValues) {
+  ReplayResult r = make_completed_result();
+  r.roles[0].num_ranks = 16384;
+  r.roles[0].mean.idle = SimTime{12'345'678'901};          // 12345.679 ms
+  r.roles[1].mean.exposed_comm = SimTime{98'765'432'109};  // 98765.432 ms
+  const std::string text = format_summary(make_report_graph(), r);
+  EXPECT_NE(
+      text.find("role            ranks  compute_ms  exposed_comm_ms    idle_ms  peak_mem_GiB\n"
+                "stage0          16384      10.000            1.000  12345.679         1.500\n"
+                "stage_one_long      2       0.002        98765.432     12.345         0.000\n"),
+      std::string::npos)
+      << text;
+}
+
 TEST(SummaryTest, UnfoldedReplayWithSeveralIterations) {
   ReplayResult r = make_completed_result();
   r.folded = false;
