@@ -21,6 +21,11 @@ Engine::Engine(const ExecutionGraph& g, const ReplayOptions& options, const Repl
       models_(models),
       resolver_(g.resolver()),
       fold_(plan_folding(g, options.fold)) {
+  for (const std::vector<int>& used : slots_used_by_role(g_)) {
+    peer_slots_.emplace_back();
+    for (int t : used)
+      if (g_.slots[t].kind == CommSlot::Kind::kPeer) peer_slots_.back().push_back(t);
+  }
   build_role_tables();
   build_sim_ranks();
   build_communicators();
@@ -260,8 +265,9 @@ void Engine::post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const 
   const std::int32_t ps = fold_.class_of_rank[peer];
   const bool is_send = op.kind == OpKind::kSend;
   const std::int32_t self = static_cast<std::int32_t>(s);
+  const std::int32_t route = is_send ? p2p_route(sr.rank, peer) : p2p_route(peer, sr.rank);
   P2PRendezvous::Match m;
-  if (!p2p_.post(is_send, is_send ? self : ps, is_send ? ps : self, op.arg,
+  if (!p2p_.post(is_send, is_send ? self : ps, is_send ? ps : self, op.arg, route,
                  Arrival{self, st, oi, now_}, &m))
     return;
   // Geometry from the real pair around the sender (folded: its representative).
@@ -281,6 +287,20 @@ void Engine::post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const 
   rec.collective = false;
   rec.match = m;
   start_transfer(t, rec, {m.send, m.recv});
+}
+
+// Folded, one channel between two simulated ranks may stand for several real
+// pairs: a rank whose "+1" and "+2" ring peers share a class sends to both.
+// Messages pair only within one real pair, named by the lowest peer slot
+// through which the sender reaches the receiver; folding makes that slot the
+// same for every rank of a class (replay/folding.h). Unfolded, the simulated
+// ranks are the real pair already.
+std::int32_t Engine::p2p_route(Rank sender, Rank receiver) const {
+  if (!options_.fold) return 0;
+  for (int t : peer_slots_[g_.role_of_rank[sender]])
+    if (resolver_.peer(t, sender) == receiver) return t;
+  PRISM_CHECK(false, "no peer slot of the sender reaches the receiver");
+  return kNone;
 }
 
 void Engine::start_transfer(const Transfer& t, InFlight rec, const std::vector<Arrival>& arrivals) {

@@ -73,6 +73,7 @@ class Engine {
   SimTime compute_duration(const SimRank& sr, const Op& op) const;
   void arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op);
   void post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op);
+  std::int32_t p2p_route(Rank sender, Rank receiver) const;
   void start_transfer(const Transfer& t, InFlight rec, const std::vector<Arrival>& arrivals);
   void finish_transfer(TransferId id);
   void complete(const Arrival& a, SimTime transfer_start);
@@ -91,6 +92,7 @@ class Engine {
   FoldPlan fold_;
 
   std::vector<RoleTables> tables_;
+  std::vector<std::vector<int>> peer_slots_;  // per role: the peer slots it uses, ascending
   std::vector<SimRank> sranks_;
   std::vector<StreamState> streams_;
   std::vector<SimTime> dep_done_;           // SimTime::never() until done

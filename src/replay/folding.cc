@@ -47,6 +47,7 @@ std::vector<std::int32_t> initial_colours(const ExecutionGraph& g,
   for (Rank r = 0; r < g.world_size(); ++r) {
     const int role = g.role_of_rank[r];
     Key key{role, g.compute_scale_ppm(r)};
+    std::vector<Rank> peers;
     for (int s : used[role]) {
       if (g.slots[s].kind == CommSlot::Kind::kGroup) {
         res.members(s, r, &members);
@@ -54,8 +55,13 @@ std::vector<std::int32_t> initial_colours(const ExecutionGraph& g,
       } else {
         const Rank p = res.peer(s, r);
         key.push_back(p == kNone ? -1 : (g.layout.node_of(p) == g.layout.node_of(r) ? 1 : 0));
+        peers.push_back(p);
       }
     }
+    // Which peer slots reach the same rank: the engine tells point-to-point
+    // routes apart by it, so it must be the same across a class.
+    for (std::size_t i = 0; i < peers.size(); ++i)
+      for (std::size_t j = i + 1; j < peers.size(); ++j) key.push_back(peers[i] == peers[j]);
     colour[r] = interner.id(key);
   }
   return colour;

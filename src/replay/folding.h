@@ -4,7 +4,8 @@
 // Classes are the coarsest partition, refined to a fixpoint (colour
 // refinement), in which two ranks share a class only if they have the same
 // role, the same overrides, the same communicator geometry (group size, nodes
-// spanned, ranks per node; same-node-ness of each peer) and, for every slot
+// spanned, ranks per node; same-node-ness of each peer; which of its peer
+// slots reach the same rank) and, for every slot
 // their role uses, class-equal partners: the same multiset of member classes
 // in their group, the same class of peer. By induction over events, ranks of
 // one class then see identical arrival times at every rendezvous and have

@@ -76,8 +76,8 @@ std::vector<std::int64_t> CollectiveRendezvous::incomplete() const {
 }
 
 bool P2PRendezvous::post(bool is_send, std::int32_t src, std::int32_t dst, std::int32_t tag,
-                         const Arrival& a, Match* m) {
-  Channel& c = channels_[Key{src, dst, tag}];
+                         std::int32_t route, const Arrival& a, Match* m) {
+  Channel& c = channels_[Key{src, dst, tag, route}];
   auto& other = is_send ? c.recvs : c.sends;
   auto& other_head = is_send ? c.recv_head : c.send_head;
   if (other_head < other.size()) {

@@ -68,7 +68,9 @@ class CollectiveRendezvous {
   std::int64_t next_ = 0;  // one past the highest sequence number seen
 };
 
-// Point-to-point channels keyed by (source, destination, tag).
+// Point-to-point channels keyed by (source, destination, tag, route). The
+// route tells apart messages between the same two simulated ranks that stand
+// for different real pairs (see Engine::p2p_route); unfolded it is constant.
 class P2PRendezvous {
  public:
   struct Match {
@@ -77,8 +79,8 @@ class P2PRendezvous {
   };
   // Posts a send (is_send) or a receive; returns true and fills `m` when it
   // pairs with the oldest unmatched op of the other side.
-  bool post(bool is_send, std::int32_t src, std::int32_t dst, std::int32_t tag, const Arrival& a,
-            Match* m);
+  bool post(bool is_send, std::int32_t src, std::int32_t dst, std::int32_t tag, std::int32_t route,
+            const Arrival& a, Match* m);
   struct Unmatched {
     bool is_send;
     std::int32_t src, dst, tag;
@@ -93,7 +95,7 @@ class P2PRendezvous {
     std::size_t send_head = 0, recv_head = 0;
   };
   struct Key {
-    std::int32_t src, dst, tag;
+    std::int32_t src, dst, tag, route;
     bool operator==(const Key&) const = default;
   };
   struct KeyHash {
@@ -101,6 +103,7 @@ class P2PRendezvous {
       std::uint64_t h = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.src)) << 32) ^
                         static_cast<std::uint32_t>(k.dst);
       h ^= static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.tag)) * 0x9e3779b97f4a7c15ULL;
+      h ^= static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.route)) * 0xc2b2ae3d27d4eb4fULL;
       return static_cast<std::size_t>(h ^ (h >> 29));
     }
   };

@@ -126,6 +126,48 @@ TEST(FoldingTest, FoldedEqualsUnfoldedOnTpPpDp) {
   expect_equal_results(folded, unfolded);
 }
 
+// Two peer slots of one rank reach two different ranks of one class with the
+// same tag: folded, their messages must not pair with each other.
+TEST(FoldingTest, PeersOfOneClassThroughDifferentSlotsStayApart) {
+  enum { kNext, kNext2, kPrev, kPrev2 };
+  RoleBuilder b("ring", {"a", "b", "c", "d"});
+  b.send(0, kNext, Bytes{100});
+  b.send(1, kNext2, Bytes{300});
+  b.recv(2, kPrev2, Bytes{300});  // posted first
+  b.compute(3, SimTime{50});
+  b.recv(3, kPrev, Bytes{100});
+  auto g = make_graph({{"cp", 5}}, 8,
+                      {peer_slot("next", 0, 1, true), peer_slot("next2", 0, 2, true),
+                       peer_slot("prev", 0, -1, true), peer_slot("prev2", 0, -2, true)},
+                      {std::move(b).build()}, {0, 0, 0, 0, 0});
+  auto folded = run(g, true, {0, 3});
+  auto unfolded = run(g, false, {0, 3});
+  ASSERT_EQ(unfolded.outcome, ReplayResult::Outcome::kCompleted);
+  EXPECT_EQ(folded.simulated_ranks, 1);
+  expect_equal_results(folded, unfolded);
+}
+
+// A rank whose two peer slots reach the same rank differs from one whose
+// slots reach two ranks, even when every peer is of its class.
+TEST(FoldingTest, CoincidingPeersSplitClasses) {
+  RoleBuilder b("r", {"s", "t"});
+  b.send(0, 0, Bytes{100});
+  b.recv(1, 1, Bytes{100});
+  b.send(0, 2, Bytes{200});
+  b.recv(1, 3, Bytes{200});
+  // Ranks 0 and 1 pair through both tables; ranks 2, 3, 4 form a 3-ring for
+  // the second table, so their "a" and "b" peers differ.
+  auto g = make_graph({{"rank", 5}}, 8,
+                      {CommSlot::explicit_peer("a", {1, 0, 3, 4, 2}),
+                       CommSlot::explicit_peer("a_from", {1, 0, 4, 2, 3}),
+                       CommSlot::explicit_peer("b", {1, 0, 4, 2, 3}),
+                       CommSlot::explicit_peer("b_from", {1, 0, 3, 4, 2})},
+                      {std::move(b).build()}, {0, 0, 0, 0, 0});
+  FoldPlan plan = plan_folding(g, true);
+  EXPECT_NE(plan.class_of_rank[0], plan.class_of_rank[2]);
+  expect_equal_results(run(g, true, {0, 2}), run(g, false, {0, 2}));
+}
+
 // Property: on random 3D shapes, placements, costs and stragglers, folding
 // never changes a number.
 TEST(FoldingTest, PropertyFoldedEqualsUnfolded) {

@@ -40,18 +40,24 @@ TEST(CollectiveRendezvousTest, GeometryFromTheLayout) {
 TEST(P2PRendezvousTest, MatchesInOrderPerChannel) {
   P2PRendezvous p;
   P2PRendezvous::Match m;
-  EXPECT_FALSE(p.post(true, 0, 1, 0, Arrival{0, 0, 1, SimTime{1}}, &m));
-  EXPECT_FALSE(p.post(true, 0, 1, 0, Arrival{0, 0, 2, SimTime{2}}, &m));
-  EXPECT_FALSE(p.post(false, 0, 1, 5, Arrival{1, 0, 9, SimTime{3}}, &m));  // other tag
-  ASSERT_TRUE(p.post(false, 0, 1, 0, Arrival{1, 0, 3, SimTime{4}}, &m));
+  EXPECT_FALSE(p.post(true, 0, 1, 0, 0, Arrival{0, 0, 1, SimTime{1}}, &m));
+  EXPECT_FALSE(p.post(true, 0, 1, 0, 0, Arrival{0, 0, 2, SimTime{2}}, &m));
+  EXPECT_FALSE(p.post(false, 0, 1, 5, 0, Arrival{1, 0, 9, SimTime{3}}, &m));  // other tag
+  ASSERT_TRUE(p.post(false, 0, 1, 0, 0, Arrival{1, 0, 3, SimTime{4}}, &m));
   EXPECT_EQ(m.send.op, 1);
   EXPECT_EQ(m.recv.op, 3);
-  ASSERT_TRUE(p.post(false, 0, 1, 0, Arrival{1, 0, 4, SimTime{5}}, &m));
+  ASSERT_TRUE(p.post(false, 0, 1, 0, 0, Arrival{1, 0, 4, SimTime{5}}, &m));
   EXPECT_EQ(m.send.op, 2);
+  // Another route between the same two ranks is another channel.
+  EXPECT_FALSE(p.post(true, 0, 1, 0, 7, Arrival{0, 0, 6, SimTime{6}}, &m));
+  EXPECT_FALSE(p.post(false, 0, 1, 0, 0, Arrival{1, 0, 7, SimTime{7}}, &m));
+  ASSERT_TRUE(p.post(false, 0, 1, 0, 7, Arrival{1, 0, 8, SimTime{8}}, &m));
+  EXPECT_EQ(m.send.op, 6);
   const auto left = p.unmatched();
-  ASSERT_EQ(left.size(), 1u);
+  ASSERT_EQ(left.size(), 2u);  // sorted by (rank, stream, op)
   EXPECT_FALSE(left[0].is_send);
-  EXPECT_EQ(left[0].tag, 5);
+  EXPECT_EQ(left[0].arrival.op, 7);
+  EXPECT_EQ(left[1].tag, 5);
 }
 
 }  // namespace
