@@ -75,7 +75,7 @@ RunRecord replay_once(const ExecutionGraph& g, bool fold) {
   ReplayOptions options;
   options.fold = fold;
   const auto t0 = std::chrono::steady_clock::now();
-  const ReplayResult r = replay(g, options, ReplayModels{&net, &compute, &memory});
+  const ReplayResult r = replay(g, options, ReplayModels{&net, &compute, &memory}).value();
   RunRecord rec;
   rec.wall_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)

@@ -160,7 +160,8 @@ Result<int> ReplayCommand::run() const {
   AlphaBetaModel network(p.net);
   RooflineModel compute(p.compute);
   CountingMemoryModel memory;
-  const ReplayResult result = replay(g, options, ReplayModels{&network, &compute, &memory});
+  PRISM_ASSIGN_OR_RETURN(const ReplayResult result,
+                         replay(g, options, ReplayModels{&network, &compute, &memory}));
 
   std::fputs(format_summary(g, result).c_str(), stdout);
   std::fflush(stdout);

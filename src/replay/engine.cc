@@ -3,16 +3,30 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <tuple>
+
+#include <fmt/format.h>
 
 namespace prism {
 namespace {
 constexpr std::int64_t kPpmOne = 1'000'000;
 }  // namespace
 
-ReplayResult replay(const ExecutionGraph& g, const ReplayOptions& options,
-                    const ReplayModels& models) {
+Result<ReplayResult> replay(const ExecutionGraph& g, const ReplayOptions& options,
+                            const ReplayModels& models) {
   PRISM_CHECK(models.network && models.compute && models.memory, "replay needs all three models");
-  return Engine(g, options, models).run();
+  PRISM_ASSIGN_OR_RETURN(ReplayResult r, Engine(g, options, models).run());
+  if (r.outcome == ReplayResult::Outcome::kDeadlock && r.simulated_ranks < r.world_size) {
+    // Folded, a blocked class names only its representative. A deadlock is
+    // rare and worth the unfolded replay that names every blocked rank and
+    // the exact peers it waits for.
+    ReplayOptions exact = options;
+    exact.fold = false;
+    exact.trace_ranks.clear();
+    PRISM_ASSIGN_OR_RETURN(ReplayResult unfolded, Engine(g, exact, models).run());
+    r.blocked = std::move(unfolded.blocked);
+  }
+  return r;
 }
 
 Engine::Engine(const ExecutionGraph& g, const ReplayOptions& options, const ReplayModels& models)
@@ -29,6 +43,7 @@ Engine::Engine(const ExecutionGraph& g, const ReplayOptions& options, const Repl
   build_role_tables();
   build_sim_ranks();
   build_communicators();
+  build_p2p_sequences();
   models_.memory->reset(static_cast<int>(sranks_.size()));
 }
 
@@ -43,6 +58,13 @@ void Engine::build_role_tables() {
       t.stream_ops[role.ops[i].stream].push_back(static_cast<std::int32_t>(i));
     for (std::int32_t d : role.deps)
       if (t.dep_index[d] == kNone) t.dep_index[d] = t.num_dep_targets++;
+    t.comm_index.assign(role.ops.size(), kNone);
+    std::vector<std::int32_t> per_slot(g_.slots.size(), 0);
+    for (std::size_t i = 0; i < role.ops.size(); ++i) {
+      const Op& op = role.ops[i];
+      if (op.kind == OpKind::kCollective) t.comm_index[i] = per_slot[op.ref]++;
+      if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) t.comm_index[i] = t.num_p2p++;
+    }
   }
 }
 
@@ -53,7 +75,7 @@ void Engine::build_sim_ranks() {
     traced_class[fold_.class_of_rank[r]] = true;
   }
   sranks_.resize(fold_.num_classes());
-  std::uint32_t streams = 0, deps = 0;
+  std::uint32_t streams = 0, deps = 0, p2p = 0;
   for (int c = 0; c < fold_.num_classes(); ++c) {
     SimRank& sr = sranks_[c];
     sr.rank = fold_.representative[c];
@@ -62,48 +84,82 @@ void Engine::build_sim_ranks() {
     sr.first_stream = streams;
     sr.first_dep = deps;
     sr.first_slot = static_cast<std::uint32_t>(c * g_.slots.size());
+    sr.first_p2p = p2p;
     sr.traced = traced_class[c];
+    p2p += static_cast<std::uint32_t>(tables_[sr.role].num_p2p);
     streams += static_cast<std::uint32_t>(g_.roles[sr.role].streams.size());
     deps += static_cast<std::uint32_t>(tables_[sr.role].num_dep_targets);
   }
   streams_.resize(streams);
   dep_done_.assign(deps, SimTime::never());
+  p2p_seq_.resize(p2p);
 }
 
 // One communicator per distinct (slot, set of member classes). Unfolded, the
 // classes are the ranks and this is the real group; folded, all groups whose
 // members fall in the same classes behave alike and share one rendezvous.
+// Each real group is expanded once, however many simulated ranks it holds.
 void Engine::build_communicators() {
   const std::size_t num_slots = g_.slots.size();
   comm_of_slot_.assign(sranks_.size() * num_slots, kNone);
-  coll_seq_.assign(sranks_.size() * num_slots, 0);
   const auto used = slots_used_by_role(g_);
   std::map<std::pair<int, std::vector<std::int32_t>>, std::int32_t> index;
+  std::vector<std::vector<std::int32_t>> by_group(num_slots);  // group id -> communicator
   std::vector<Rank> members;
   for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
     const SimRank& sr = sranks_[s];
     for (int slot : used[sr.role]) {
       if (g_.slots[slot].kind != CommSlot::Kind::kGroup) continue;
-      resolver_.members(slot, sr.rank, &members);
-      std::vector<std::int32_t> classes;
-      std::int64_t ranks_in_classes = 0;
-      for (Rank m : members) classes.push_back(fold_.class_of_rank[m]);
-      std::sort(classes.begin(), classes.end());
-      classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
-      for (std::int32_t c : classes) ranks_in_classes += fold_.class_size[c];
-      auto [it, inserted] =
-          index.try_emplace({slot, classes}, static_cast<std::int32_t>(comms_.size()));
-      if (inserted) {
-        const int multiplicity = static_cast<int>(ranks_in_classes / std::ssize(members));
-        comms_.emplace_back(slot, classes, members, multiplicity);
-        comms_.back().set_layout(g_.layout);
+      auto& cache = by_group[slot];
+      if (cache.empty()) {
+        const auto& table = g_.slots[slot].explicit_groups;
+        cache.assign(table.empty() ? g_.world_size() : table.size(), kNone);
       }
-      comm_of_slot_[sr.first_slot + slot] = it->second;
+      const std::int64_t gid = resolver_.group_id(slot, sr.rank);
+      if (cache[gid] == kNone) {
+        resolver_.members(slot, sr.rank, &members);
+        std::vector<std::int32_t> classes;
+        std::int64_t ranks_in_classes = 0;
+        for (Rank m : members) classes.push_back(fold_.class_of_rank[m]);
+        std::sort(classes.begin(), classes.end());
+        classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+        for (std::int32_t c : classes) ranks_in_classes += fold_.class_size[c];
+        auto [it, inserted] =
+            index.try_emplace({slot, classes}, static_cast<std::int32_t>(comms_.size()));
+        if (inserted) {
+          const int multiplicity = static_cast<int>(ranks_in_classes / std::ssize(members));
+          comms_.emplace_back(slot, std::move(classes), members, multiplicity);
+          comms_.back().set_layout(g_.layout);
+        }
+        cache[gid] = it->second;
+      }
+      comm_of_slot_[sr.first_slot + slot] = cache[gid];
     }
   }
 }
 
-ReplayResult Engine::run() {
+// Numbers every send and receive within its channel in issue order, so that
+// the n-th send pairs with the n-th receive whichever stream gets there first.
+void Engine::build_p2p_sequences() {
+  std::map<std::pair<bool, std::tuple<std::int32_t, std::int32_t, std::int32_t>>, std::int32_t> n;
+  for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
+    const SimRank& sr = sranks_[s];
+    const Role& role = g_.roles[sr.role];
+    const RoleTables& t = tables_[sr.role];
+    if (t.num_p2p == 0) continue;
+    n.clear();
+    for (std::size_t i = 0; i < role.ops.size(); ++i) {
+      const Op& op = role.ops[i];
+      if (op.kind != OpKind::kSend && op.kind != OpKind::kRecv) continue;
+      Rank peer = kNone;
+      const P2PRendezvous::Key k = p2p_channel(s, op, &peer);
+      const bool is_send = op.kind == OpKind::kSend;
+      p2p_seq_[sr.first_p2p + t.comm_index[i]] = n[{is_send, {k.src, k.dst, k.route}}]++;
+    }
+  }
+}
+
+Result<ReplayResult> Engine::run() {
   for (std::uint32_t s = 0; s < sranks_.size(); ++s)
     for (std::uint16_t st = 0; st < g_.roles[sranks_[s].role].streams.size(); ++st)
       wakes_.emplace_back(s, st);
@@ -113,6 +169,11 @@ ReplayResult Engine::run() {
     const SimTime tn = models_.network->next_completion();
     const SimTime tq = queue_.next_time();
     if (tn == SimTime::never() && tq == SimTime::never()) break;
+    if (min(tn, tq) > kTimeHorizon) {
+      return Status::invalid_argument(fmt::format(
+          "simulated time passed {} s (the limit): the graph's durations add up to too much",
+          kTimeHorizon.ns / 1'000'000'000));
+    }
     if (tn <= tq) {  // transfers before compute at equal times: a fixed rule
       queue_.advance_to(tn);
       now_ = tn;
@@ -197,10 +258,10 @@ SimTime Engine::compute_duration(const SimRank& sr, const Op& op) const {
   SimTime d =
       op.cost == kNone ? op.duration : models_.compute->duration(g_.roles[sr.role].costs[op.cost]);
   if (sr.scale_ppm != kPpmOne) {
-    const Int128 scaled = static_cast<Int128>(d.ns) * sr.scale_ppm + kPpmOne / 2;
-    d = SimTime{static_cast<std::int64_t>(scaled / kPpmOne)};
+    const Int128 scaled = (static_cast<Int128>(d.ns) * sr.scale_ppm + kPpmOne / 2) / kPpmOne;
+    d = SimTime{static_cast<std::int64_t>(std::min<Int128>(scaled, kMaxOpDuration.ns))};
   }
-  return d;
+  return min(d, kMaxOpDuration);
 }
 
 bool Engine::start_op(std::uint32_t s, std::uint16_t st, std::int32_t oi) {
@@ -240,7 +301,7 @@ bool Engine::start_op(std::uint32_t s, std::uint16_t st, std::int32_t oi) {
 void Engine::arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op) {
   const SimRank& sr = sranks_[s];
   const std::int32_t comm = comm_of_slot_[sr.first_slot + op.ref];
-  const std::int64_t seq = coll_seq_[sr.first_slot + op.ref]++;
+  const std::int64_t seq = tables_[sr.role].comm_index[oi];
   CollectiveRendezvous& c = comms_[comm];
   if (!c.arrive(seq, Arrival{static_cast<std::int32_t>(s), st, oi, now_})) return;
   Transfer t;
@@ -258,17 +319,26 @@ void Engine::arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t o
   start_transfer(t, rec, c.arrivals(seq));
 }
 
+// The channel of send/recv `op` of simulated rank `s`; `peer` gets the real
+// peer of the rank's representative.
+P2PRendezvous::Key Engine::p2p_channel(std::uint32_t s, const Op& op, Rank* peer) const {
+  const SimRank& sr = sranks_[s];
+  *peer = resolver_.peer(op.ref, sr.rank);
+  PRISM_CHECK(*peer != kNone, "peer slot does not resolve (graph not validated?)");
+  const std::int32_t self = static_cast<std::int32_t>(s);
+  const std::int32_t other = fold_.class_of_rank[*peer];
+  if (op.kind == OpKind::kSend) return {self, other, op.arg, p2p_route(sr.rank, *peer)};
+  return {other, self, op.arg, p2p_route(*peer, sr.rank)};
+}
+
 void Engine::post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op) {
   const SimRank& sr = sranks_[s];
-  const Rank peer = resolver_.peer(op.ref, sr.rank);
-  PRISM_CHECK(peer != kNone, "peer slot does not resolve (graph not validated?)");
-  const std::int32_t ps = fold_.class_of_rank[peer];
-  const bool is_send = op.kind == OpKind::kSend;
-  const std::int32_t self = static_cast<std::int32_t>(s);
-  const std::int32_t route = is_send ? p2p_route(sr.rank, peer) : p2p_route(peer, sr.rank);
+  Rank peer = kNone;
+  const P2PRendezvous::Key channel = p2p_channel(s, op, &peer);
   P2PRendezvous::Match m;
-  if (!p2p_.post(is_send, is_send ? self : ps, is_send ? ps : self, op.arg, route,
-                 Arrival{self, st, oi, now_}, &m))
+  if (!p2p_.post(op.kind == OpKind::kSend, channel,
+                 p2p_seq_[sr.first_p2p + tables_[sr.role].comm_index[oi]],
+                 Arrival{static_cast<std::int32_t>(s), st, oi, now_}, &m))
     return;
   // Geometry from the real pair around the sender (folded: its representative).
   const SimRank& sender = sranks_[m.send.srank];

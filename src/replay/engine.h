@@ -11,13 +11,15 @@
 #include "replay/rendezvous.h"
 #include "replay/replay.h"
 #include "sim/event_queue.h"
+#include "util/status.h"
 
 namespace prism {
 
 class Engine {
  public:
   Engine(const ExecutionGraph& g, const ReplayOptions& options, const ReplayModels& models);
-  ReplayResult run();
+  // Fails only when simulated time passes kTimeHorizon.
+  Result<ReplayResult> run();
 
  private:
   // Per-role tables derived once from the program.
@@ -25,6 +27,11 @@ class Engine {
     std::vector<std::vector<std::int32_t>> stream_ops;  // op indices per stream, issue order
     std::vector<std::int32_t> dep_index;  // per op: its index among dependency targets, or kNone
     std::int32_t num_dep_targets = 0;
+    // Per op: a collective's number among the role's collectives on its slot,
+    // a send/recv's index among the role's point-to-point ops; else kNone.
+    // Both count in issue order, which is how NCCL matches operations.
+    std::vector<std::int32_t> comm_index;
+    std::int32_t num_p2p = 0;
   };
   struct StreamState {
     std::uint32_t pos = 0;        // next op, index into RoleTables::stream_ops[stream]
@@ -40,7 +47,8 @@ class Engine {
     std::int64_t scale_ppm = 1'000'000;
     std::uint32_t first_stream = 0;  // into streams_
     std::uint32_t first_dep = 0;     // into dep_done_
-    std::uint32_t first_slot = 0;    // into comm_of_slot_ / coll_seq_
+    std::uint32_t first_slot = 0;    // into comm_of_slot_
+    std::uint32_t first_p2p = 0;     // into p2p_seq_
     bool traced = false;
     int computing = 0;      // compute ops running
     int communicating = 0;  // communication ops with data moving
@@ -64,6 +72,7 @@ class Engine {
   void build_role_tables();
   void build_sim_ranks();
   void build_communicators();
+  void build_p2p_sequences();
 
   void drain_wakes();
   void try_advance(std::uint32_t s, std::uint16_t st);
@@ -74,6 +83,7 @@ class Engine {
   void arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op);
   void post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op);
   std::int32_t p2p_route(Rank sender, Rank receiver) const;
+  P2PRendezvous::Key p2p_channel(std::uint32_t s, const Op& op, Rank* peer) const;
   void start_transfer(const Transfer& t, InFlight rec, const std::vector<Arrival>& arrivals);
   void finish_transfer(TransferId id);
   void complete(const Arrival& a, SimTime transfer_start);
@@ -81,6 +91,7 @@ class Engine {
   void account(SimRank& sr, int d_compute, int d_comm);
 
   ReplayResult collect();
+  std::string describe_dep_wait(const SimRank& sr, std::uint16_t st) const;
   void collect_iterations(ReplayResult* r) const;
   void collect_roles(ReplayResult* r) const;
   void collect_blocked(ReplayResult* r) const;
@@ -97,7 +108,10 @@ class Engine {
   std::vector<StreamState> streams_;
   std::vector<SimTime> dep_done_;           // SimTime::never() until done
   std::vector<std::int32_t> comm_of_slot_;  // per (srank, slot): communicator, or kNone
-  std::vector<std::int64_t> coll_seq_;      // per (srank, slot): collectives issued
+  // Per (srank, point-to-point op): its number within its channel, counted
+  // in issue order. Peers and channels are resolved again when posting, which
+  // is cheaper than storing them for every op of every rank.
+  std::vector<std::int32_t> p2p_seq_;
   std::vector<CollectiveRendezvous> comms_;
   P2PRendezvous p2p_;
   std::unordered_map<TransferId, InFlight> in_flight_;

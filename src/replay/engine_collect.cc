@@ -140,8 +140,8 @@ void Engine::collect_blocked(ReplayResult* r) const {
     const Rank peer = resolver_.peer(g_.roles[sr.role].ops[u.arrival.op].ref, sr.rank);
     why[{u.arrival.srank, u.arrival.stream}] = {
         u.arrival.op,
-        u.is_send ? fmt::format("send to rank {} (tag {}): no matching recv", peer, u.tag)
-                  : fmt::format("recv from rank {} (tag {}): no matching send", peer, u.tag)};
+        u.is_send ? fmt::format("send to rank {} (tag {}): no matching recv", peer, u.key.tag)
+                  : fmt::format("recv from rank {} (tag {}): no matching send", peer, u.key.tag)};
   }
   for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
     const SimRank& sr = sranks_[s];
@@ -154,15 +154,7 @@ void Engine::collect_blocked(ReplayResult* r) const {
         std::tie(b.op, b.waiting_for) = it->second;
       } else {
         b.op = tables_[sr.role].stream_ops[st][ss.pos];
-        const Op& op = role.ops[b.op];
-        for (std::uint32_t i = op.deps_begin; i < op.deps_end; ++i) {
-          const std::int32_t d = role.deps[i];
-          if (dep_done_[sr.first_dep + tables_[sr.role].dep_index[d]] != SimTime::never()) continue;
-          b.waiting_for =
-              fmt::format("op {} ({} on stream '{}') to complete", d, to_string(role.ops[d].kind),
-                          role.streams[role.ops[d].stream]);
-          break;
-        }
+        b.waiting_for = describe_dep_wait(sr, st);
       }
       r->blocked.push_back(std::move(b));
     }
@@ -170,6 +162,26 @@ void Engine::collect_blocked(ReplayResult* r) const {
   std::sort(r->blocked.begin(), r->blocked.end(), [](const BlockedRank& a, const BlockedRank& b) {
     return std::tie(a.rank, a.stream) < std::tie(b.rank, b.stream);
   });
+}
+
+// The first unmet dependency of the op (or, for an NCCL group, of any op of
+// the group) at which stream `st` stopped.
+std::string Engine::describe_dep_wait(const SimRank& sr, std::uint16_t st) const {
+  const Role& role = g_.roles[sr.role];
+  const auto& list = tables_[sr.role].stream_ops[st];
+  const std::uint32_t pos = streams_[sr.first_stream + st].pos;
+  const std::uint32_t group = role.ops[list[pos]].group;
+  for (std::uint32_t i = pos; i < list.size(); ++i) {
+    const Op& op = role.ops[list[i]];
+    if (i > pos && (group == 0 || op.group != group)) break;
+    for (std::uint32_t k = op.deps_begin; k < op.deps_end; ++k) {
+      const std::int32_t d = role.deps[k];
+      if (dep_done_[sr.first_dep + tables_[sr.role].dep_index[d]] != SimTime::never()) continue;
+      return fmt::format("op {} ({} on stream '{}') to complete", d, to_string(role.ops[d].kind),
+                         role.streams[role.ops[d].stream]);
+    }
+  }
+  return "nothing it can name (an NCCL group whose ops wait on each other?)";
 }
 
 }  // namespace prism

@@ -37,10 +37,22 @@ void append_geometry(const Layout& layout, const std::vector<Rank>& members, Key
   key->push_back(max_run);
 }
 
-// Initial colours: role, overrides, and geometry of every used slot.
+// Initial colours: role, overrides, the geometry of every used group slot
+// (computed once per group), and for every used peer slot: whether the peer
+// shares the node, which of the rank's other peer slots reach the same rank,
+// and which of the peer's slots point back at the rank. The last two make
+// point-to-point pairing the same across a class: without them a fan-in
+// (two senders, one receiver with a slot per sender) or a crossed pair of
+// tables would fold ranks whose messages pair differently.
 std::vector<std::int32_t> initial_colours(const ExecutionGraph& g,
                                           const std::vector<std::vector<int>>& used) {
   const SlotResolver res = g.resolver();
+  std::vector<std::vector<int>> peer_slots(used.size());
+  for (std::size_t role = 0; role < used.size(); ++role)
+    for (int s : used[role])
+      if (g.slots[s].kind == CommSlot::Kind::kPeer) peer_slots[role].push_back(s);
+  Interner geometries;
+  std::vector<std::vector<std::int32_t>> geometry_of_group(g.slots.size());
   Interner interner;
   std::vector<std::int32_t> colour(g.world_size());
   std::vector<Rank> members;
@@ -50,16 +62,37 @@ std::vector<std::int32_t> initial_colours(const ExecutionGraph& g,
     std::vector<Rank> peers;
     for (int s : used[role]) {
       if (g.slots[s].kind == CommSlot::Kind::kGroup) {
-        res.members(s, r, &members);
-        append_geometry(g.layout, members, &key);
-      } else {
-        const Rank p = res.peer(s, r);
-        key.push_back(p == kNone ? -1 : (g.layout.node_of(p) == g.layout.node_of(r) ? 1 : 0));
-        peers.push_back(p);
+        auto& cache = geometry_of_group[s];
+        if (cache.empty()) {
+          const auto& table = g.slots[s].explicit_groups;
+          cache.assign(table.empty() ? g.world_size() : table.size(), kNone);
+        }
+        const std::int64_t gid = res.group_id(s, r);
+        if (cache[gid] == kNone) {
+          res.members(s, r, &members);
+          Key geometry;
+          append_geometry(g.layout, members, &geometry);
+          cache[gid] = geometries.id(geometry);
+        }
+        key.push_back(cache[gid]);
+        continue;
+      }
+      const Rank p = res.peer(s, r);
+      peers.push_back(p);
+      if (p == kNone) {
+        key.push_back(-1);
+        continue;
+      }
+      key.push_back(g.layout.node_of(p) == g.layout.node_of(r) ? 1 : 0);
+      // The peer's used peer slots that reach r, as a counted list.
+      const std::size_t count_at = key.size();
+      key.push_back(0);
+      for (int t : peer_slots[g.role_of_rank[p]]) {
+        if (res.peer(t, p) != r) continue;
+        key.push_back(t);
+        ++key[count_at];
       }
     }
-    // Which peer slots reach the same rank: the engine tells point-to-point
-    // routes apart by it, so it must be the same across a class.
     for (std::size_t i = 0; i < peers.size(); ++i)
       for (std::size_t j = i + 1; j < peers.size(); ++j) key.push_back(peers[i] == peers[j]);
     colour[r] = interner.id(key);

@@ -75,28 +75,24 @@ std::vector<std::int64_t> CollectiveRendezvous::incomplete() const {
   return out;
 }
 
-bool P2PRendezvous::post(bool is_send, std::int32_t src, std::int32_t dst, std::int32_t tag,
-                         std::int32_t route, const Arrival& a, Match* m) {
-  Channel& c = channels_[Key{src, dst, tag, route}];
+bool P2PRendezvous::post(bool is_send, const Key& k, std::int64_t seq, const Arrival& a, Match* m) {
+  Channel& c = channels_[k];
   auto& other = is_send ? c.recvs : c.sends;
-  auto& other_head = is_send ? c.recv_head : c.send_head;
-  if (other_head < other.size()) {
-    const Arrival partner = other[other_head++];
-    if (other_head == other.size()) other.clear(), other_head = 0;
-    *m = is_send ? Match{a, partner} : Match{partner, a};
+  if (auto it = other.find(seq); it != other.end()) {
+    *m = is_send ? Match{a, it->second} : Match{it->second, a};
+    other.erase(it);
     return true;
   }
-  (is_send ? c.sends : c.recvs).push_back(a);
+  const bool fresh = (is_send ? c.sends : c.recvs).emplace(seq, a).second;
+  PRISM_CHECK(fresh, "point-to-point op posted twice");
   return false;
 }
 
 std::vector<P2PRendezvous::Unmatched> P2PRendezvous::unmatched() const {
   std::vector<Unmatched> out;
   for (const auto& [k, c] : channels_) {
-    for (std::size_t i = c.send_head; i < c.sends.size(); ++i)
-      out.push_back({true, k.src, k.dst, k.tag, c.sends[i]});
-    for (std::size_t i = c.recv_head; i < c.recvs.size(); ++i)
-      out.push_back({false, k.src, k.dst, k.tag, c.recvs[i]});
+    for (const auto& [seq, a] : c.sends) out.push_back({true, k, a});
+    for (const auto& [seq, a] : c.recvs) out.push_back({false, k, a});
   }
   std::sort(out.begin(), out.end(), [](const Unmatched& a, const Unmatched& b) {
     return std::tie(a.arrival.srank, a.arrival.stream, a.arrival.op) <

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -68,35 +69,35 @@ class CollectiveRendezvous {
   std::int64_t next_ = 0;  // one past the highest sequence number seen
 };
 
-// Point-to-point channels keyed by (source, destination, tag, route). The
-// route tells apart messages between the same two simulated ranks that stand
-// for different real pairs (see Engine::p2p_route); unfolded it is constant.
+// Point-to-point channels keyed by (source, destination, tag, route), where
+// the route tells apart messages between two simulated ranks that stand for
+// different real pairs (see Engine::p2p_route; unfolded it is constant).
+// Within a channel the n-th send pairs with the n-th receive, n counted in
+// each side's issue order, whichever stream reaches it first.
 class P2PRendezvous {
  public:
+  struct Key {
+    std::int32_t src, dst, tag, route;
+    bool operator==(const Key&) const = default;
+  };
   struct Match {
     Arrival send;
     Arrival recv;
   };
-  // Posts a send (is_send) or a receive; returns true and fills `m` when it
-  // pairs with the oldest unmatched op of the other side.
-  bool post(bool is_send, std::int32_t src, std::int32_t dst, std::int32_t tag, std::int32_t route,
-            const Arrival& a, Match* m);
+  // Posts send (is_send) or receive number `seq` of channel `k`; returns true
+  // and fills `m` when its partner is already there.
+  bool post(bool is_send, const Key& k, std::int64_t seq, const Arrival& a, Match* m);
   struct Unmatched {
     bool is_send;
-    std::int32_t src, dst, tag;
+    Key key;
     Arrival arrival;
   };
-  // Ops still waiting for a partner, sorted (for deadlock reports).
+  // Ops still waiting for a partner, sorted by (rank, stream, op).
   std::vector<Unmatched> unmatched() const;
 
  private:
   struct Channel {
-    std::vector<Arrival> sends, recvs;  // FIFO with head index
-    std::size_t send_head = 0, recv_head = 0;
-  };
-  struct Key {
-    std::int32_t src, dst, tag, route;
-    bool operator==(const Key&) const = default;
+    std::map<std::int64_t, Arrival> sends, recvs;  // by sequence number
   };
   struct KeyHash {
     std::size_t operator()(const Key& k) const {

@@ -21,6 +21,7 @@
 #include "mem/memory_model.h"
 #include "net/network_model.h"
 #include "replay/result.h"
+#include "util/status.h"
 
 namespace prism {
 
@@ -36,8 +37,11 @@ struct ReplayModels {
 };
 
 // `g` must be finalized and valid (graph/validate.h). The models are reset and
-// used by this call only.
-ReplayResult replay(const ExecutionGraph& g, const ReplayOptions& options,
-                    const ReplayModels& models);
+// used by this call only. A deadlock is a result; an error means simulated
+// time passed kTimeHorizon (util/units.h). When a folded replay deadlocks,
+// the blocked ranks come from an unfolded replay, so that every blocked rank
+// is named with the exact peers it waits for.
+Result<ReplayResult> replay(const ExecutionGraph& g, const ReplayOptions& options,
+                            const ReplayModels& models);
 
 }  // namespace prism

@@ -37,9 +37,12 @@ std::string plural(std::int64_t n, std::string_view word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
 
+// Ranks, not streams: a rank may be blocked on several streams (the list is
+// sorted by rank).
 int blocked_rank_count(const ReplayResult& r) {
   int n = 0;
-  for (const BlockedRank& b : r.blocked) n += b.num_ranks;
+  for (std::size_t i = 0; i < r.blocked.size(); ++i)
+    if (i == 0 || r.blocked[i].rank != r.blocked[i - 1].rank) n += r.blocked[i].num_ranks;
   return n;
 }
 
@@ -87,15 +90,25 @@ void append_role_table(const ReplayResult& r, std::string* out) {
   out->append("(times: mean over the role's ranks; peak memory: max)\n");
 }
 
+// A deadlock of thousands of ranks would bury the table: the summary shows
+// the first kShownBlocked streams, the JSON report all of them.
+constexpr std::size_t kShownBlocked = 16;
+
 void append_blocked(const ExecutionGraph& g, const ReplayResult& r, std::string* out) {
   out->append("\nblocked ranks:\n");
-  for (const BlockedRank& b : r.blocked) {
+  for (std::size_t i = 0; i < r.blocked.size() && i < kShownBlocked; ++i) {
+    const BlockedRank& b = r.blocked[i];
     const Role& role = g.roles[b.role];
     const std::string alike =
         b.num_ranks > 1 ? fmt::format("; {} ranks in this state", b.num_ranks) : "";
     fmt::format_to(std::back_inserter(*out), "  rank {} (role {}{}): op {} ({}) on stream {}: {}\n",
                    b.rank, role.name, alike, b.op, op_label(role, role.ops[b.op]),
                    role.streams[b.stream], b.waiting_for);
+  }
+  if (r.blocked.size() > kShownBlocked) {
+    fmt::format_to(std::back_inserter(*out),
+                   "  ... and {} more blocked streams (the --report file lists them all)\n",
+                   r.blocked.size() - kShownBlocked);
   }
 }
 

@@ -63,6 +63,15 @@ struct Bytes {
   }
 };
 
+// Limits that keep every sum of durations inside 64-bit nanoseconds: one op
+// lasts at most kMaxOpDuration (about 13 days; models clamp to it, graphs are
+// rejected above it), and a replay stops with an error past kTimeHorizon
+// (about 73 years), so now + duration never overflows.
+inline constexpr SimTime kMaxOpDuration{std::int64_t{1} << 50};
+inline constexpr SimTime kTimeHorizon{std::int64_t{1} << 61};
+inline constexpr Bytes kMaxBytes{std::int64_t{1} << 50};  // 1 PiB
+inline constexpr std::int64_t kMaxComputeScalePpm = 1'000'000'000;  // x1000
+
 // Bandwidth in bytes per second, integral so that transfer times are exact.
 struct Bandwidth {
   std::int64_t bytes_per_s = 0;

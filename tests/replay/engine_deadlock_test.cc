@@ -54,7 +54,7 @@ TEST(EngineDeadlockTest, BlockingSendsInBothDirections) {
   EXPECT_EQ(r.blocked[1].waiting_for, "send to rank 0 (tag 0): no matching recv");
 }
 
-TEST(EngineDeadlockTest, FoldedReportCountsTheRanksOfAClass) {
+TEST(EngineDeadlockTest, FoldedDeadlockNamesEveryBlockedRank) {
   RoleBuilder b("r", {"s"});
   b.send(0, 0, Bytes{100});
   b.recv(0, 1, Bytes{100});
@@ -63,8 +63,14 @@ TEST(EngineDeadlockTest, FoldedReportCountsTheRanksOfAClass) {
                  {std::move(b).build()}, {0, 0, 0, 0});
   auto r = run(g, true);
   ASSERT_EQ(r.outcome, ReplayResult::Outcome::kDeadlock);
-  ASSERT_EQ(r.blocked.size(), 1u);
-  EXPECT_EQ(r.blocked[0].num_ranks, 4);
+  EXPECT_EQ(r.simulated_ranks, 1);  // the timings came from one class...
+  ASSERT_EQ(r.blocked.size(), 4u);  // ...the report names all four ranks
+  for (Rank rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(r.blocked[rank].rank, rank);
+    EXPECT_EQ(r.blocked[rank].num_ranks, 1);
+    EXPECT_EQ(r.blocked[rank].waiting_for,
+              "send to rank " + std::to_string((rank + 1) % 4) + " (tag 0): no matching recv");
+  }
 }
 
 TEST(EngineDeadlockTest, StreamWaitingOnAStuckStreamIsReported) {

@@ -37,27 +37,29 @@ TEST(CollectiveRendezvousTest, GeometryFromTheLayout) {
   EXPECT_EQ(c.max_ranks_per_node(), 2);
 }
 
-TEST(P2PRendezvousTest, MatchesInOrderPerChannel) {
+TEST(P2PRendezvousTest, PairsTheNthSendWithTheNthRecvPerChannel) {
   P2PRendezvous p;
   P2PRendezvous::Match m;
-  EXPECT_FALSE(p.post(true, 0, 1, 0, 0, Arrival{0, 0, 1, SimTime{1}}, &m));
-  EXPECT_FALSE(p.post(true, 0, 1, 0, 0, Arrival{0, 0, 2, SimTime{2}}, &m));
-  EXPECT_FALSE(p.post(false, 0, 1, 5, 0, Arrival{1, 0, 9, SimTime{3}}, &m));  // other tag
-  ASSERT_TRUE(p.post(false, 0, 1, 0, 0, Arrival{1, 0, 3, SimTime{4}}, &m));
-  EXPECT_EQ(m.send.op, 1);
-  EXPECT_EQ(m.recv.op, 3);
-  ASSERT_TRUE(p.post(false, 0, 1, 0, 0, Arrival{1, 0, 4, SimTime{5}}, &m));
+  const P2PRendezvous::Key ch{0, 1, 0, 0};
+  EXPECT_FALSE(p.post(true, ch, 0, Arrival{0, 0, 1, SimTime{1}}, &m));
+  EXPECT_FALSE(p.post(true, ch, 1, Arrival{0, 0, 2, SimTime{2}}, &m));
+  EXPECT_FALSE(p.post(false, P2PRendezvous::Key{0, 1, 5, 0}, 0, Arrival{1, 0, 9, SimTime{3}}, &m));
+  // The receiver's second receive arrives first (another stream): it pairs
+  // with the second send, not the first.
+  ASSERT_TRUE(p.post(false, ch, 1, Arrival{1, 1, 4, SimTime{4}}, &m));
   EXPECT_EQ(m.send.op, 2);
+  EXPECT_EQ(m.recv.op, 4);
+  ASSERT_TRUE(p.post(false, ch, 0, Arrival{1, 0, 3, SimTime{5}}, &m));
+  EXPECT_EQ(m.send.op, 1);
   // Another route between the same two ranks is another channel.
-  EXPECT_FALSE(p.post(true, 0, 1, 0, 7, Arrival{0, 0, 6, SimTime{6}}, &m));
-  EXPECT_FALSE(p.post(false, 0, 1, 0, 0, Arrival{1, 0, 7, SimTime{7}}, &m));
-  ASSERT_TRUE(p.post(false, 0, 1, 0, 7, Arrival{1, 0, 8, SimTime{8}}, &m));
-  EXPECT_EQ(m.send.op, 6);
+  EXPECT_FALSE(p.post(true, P2PRendezvous::Key{0, 1, 0, 7}, 0, Arrival{0, 0, 6, SimTime{6}}, &m));
+  EXPECT_FALSE(p.post(false, ch, 2, Arrival{1, 0, 7, SimTime{7}}, &m));
   const auto left = p.unmatched();
-  ASSERT_EQ(left.size(), 2u);  // sorted by (rank, stream, op)
-  EXPECT_FALSE(left[0].is_send);
-  EXPECT_EQ(left[0].arrival.op, 7);
-  EXPECT_EQ(left[1].tag, 5);
+  ASSERT_EQ(left.size(), 3u);  // sorted by (rank, stream, op)
+  EXPECT_TRUE(left[0].is_send);
+  EXPECT_EQ(left[0].key.route, 7);
+  EXPECT_EQ(left[1].arrival.op, 7);
+  EXPECT_EQ(left[2].key.tag, 5);
 }
 
 }  // namespace

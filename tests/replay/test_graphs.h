@@ -65,7 +65,9 @@ inline ReplayResult run(const ExecutionGraph& g, bool fold = true, std::vector<R
   ReplayOptions opts;
   opts.fold = fold;
   opts.trace_ranks = std::move(trace);
-  return replay(g, opts, ReplayModels{&network, &compute, &memory});
+  Result<ReplayResult> r = replay(g, opts, ReplayModels{&network, &compute, &memory});
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return std::move(r).value();
 }
 
 inline bool same_times(const RankTimes& a, const RankTimes& b) {

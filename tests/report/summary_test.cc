@@ -54,6 +54,22 @@ TEST(SummaryTest, UnfoldedReplayWithSeveralIterations) {
       << text;
 }
 
+TEST(SummaryTest, LongDeadlockListsAreCutAndRanksCountedOnce) {
+  ReplayResult r = make_deadlock_result();
+  r.blocked.clear();
+  for (Rank rank = 0; rank < 10; ++rank) {
+    for (std::uint16_t stream = 0; stream < 2; ++stream)  // two blocked streams per rank
+      r.blocked.push_back(BlockedRank{rank, 1, 1, 0, stream, "waiting"});
+  }
+  const std::string text = format_summary(make_report_graph(), r);
+  EXPECT_NE(text.find("outcome:         deadlock (10 ranks blocked)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  rank 7 (role stage_one_long): op 0"), std::string::npos) << text;
+  EXPECT_EQ(text.find("  rank 8 (role"), std::string::npos) << text;  // 16 lines shown
+  EXPECT_NE(text.find("  ... and 4 more blocked streams (the --report file lists them all)\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(SummaryTest, DeadlockListsEveryBlockedRank) {
   EXPECT_EQ(format_summary(make_report_graph(), make_deadlock_result()),
             "graph:           tiny (4 ranks, 2 roles)\n"

@@ -77,7 +77,9 @@ ReplayResult run(const ExecutionGraph& g, bool fold) {
   CountingMemoryModel memory;
   ReplayOptions options;
   options.fold = fold;
-  return replay(g, options, ReplayModels{&net, &compute, &memory});
+  Result<ReplayResult> r = replay(g, options, ReplayModels{&net, &compute, &memory});
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return std::move(r).value();
 }
 
 void expect_same_times(const RankTimes& a, const RankTimes& b, const std::string& where) {
