@@ -4,7 +4,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <unistd.h>
@@ -69,6 +72,13 @@ Result<std::vector<Rank>> parse_trace_ranks(std::string_view text, int world_siz
   Result<std::vector<Rank>> ranks = parse_rank_list(text, world_size);
   if (!ranks.is_ok()) return ranks.status().with_context("--trace-ranks");
   return ranks;
+}
+
+// Whether `a` and `b` name one existing file (through links or different
+// spellings); false when either does not exist.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec) && !ec;
 }
 
 struct ModelParams {
@@ -142,8 +152,13 @@ Result<int> ReplayCommand::run() const {
 
   for (const char* flag : {"--report", "--trace"}) {
     const CLI::Option* opt = app_->get_option(flag);
-    if (opt->count() > 0 && opt->as<std::string>().empty())
-      return Status::invalid_argument(fmt::format("{} needs a file name", flag));
+    if (opt->count() == 0) continue;
+    const auto path = opt->as<std::string>();
+    if (path.empty()) return Status::invalid_argument(fmt::format("{} needs a file name", flag));
+    if (same_file(path, graph_path_)) {
+      return Status::invalid_argument(
+          fmt::format("{} would overwrite the input graph {}", flag, graph_path_));
+    }
   }
 
   progress(fmt::format("loading {}...", graph_path_));

@@ -2,8 +2,10 @@
 // assignment and overrides (roles and ops are in role_json.cc).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -13,6 +15,7 @@
 #include "graph/role_json.h"
 #include "graph/validate.h"
 #include "util/file.h"
+#include "util/units.h"
 
 namespace prism {
 namespace graph_json {
@@ -235,7 +238,12 @@ Status read_overrides(const Json& arr, const JsonPath& path, ExecutionGraph* g) 
     PRISM_ASSIGN_OR_RETURN(const Json* scale, require_field(arr[i], "compute_scale", ip));
     const JsonPath sp = ip.field("compute_scale");
     PRISM_ASSIGN_OR_RETURN(double s, as_number(*scale, sp));
-    if (!std::isfinite(s) || s <= 0 || s > 1e12) return sp.error("must be a number > 0");
+    if (!std::isfinite(s) || s <= 0) return sp.error("must be a number > 0");
+    if (s * 1e6 > static_cast<double>(kMaxComputeScalePpm)) {
+      return sp.error(
+          fmt::format("{} exceeds the limit of {} (a straggler at most 1000 times slower)", s,
+                      static_cast<double>(kMaxComputeScalePpm) / 1e6));
+    }
     o.compute_scale_ppm = std::llround(s * 1e6);
     if (o.compute_scale_ppm <= 0) return sp.error("rounds to 0 parts per million; must be > 0");
     g->overrides.push_back(o);
@@ -309,7 +317,8 @@ Result<ExecutionGraph> parse_graph_json(std::string_view text, std::string_view 
   const std::string source = source_name.empty() ? "graph" : std::string(source_name);
   ExecutionGraph g;
   try {
-    const Json doc = Json::parse(text.begin(), text.end());
+    Json doc;
+    PRISM_RETURN_IF_ERROR(graph_json::parse_document(text, &doc).with_context(source));
     PRISM_RETURN_IF_ERROR(graph_json::read_graph(doc, &g).with_context(source));
   } catch (const Json::parse_error& e) {
     return graph_json::syntax_error(text, source, e);
@@ -322,6 +331,11 @@ Result<ExecutionGraph> parse_graph_json(std::string_view text, std::string_view 
 }
 
 Result<ExecutionGraph> load_graph(const std::string& path) {
+  // Reading a directory fails late and obscurely (a JSON syntax error on
+  // Linux); name the problem instead.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Status::invalid_argument(fmt::format("{}: is a directory", path));
   PRISM_ASSIGN_OR_RETURN(std::string text, read_file(path));
   return parse_graph_json(text, path);
 }

@@ -1,6 +1,9 @@
 #include "graph/json_reader.h"
 
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -30,7 +33,93 @@ Status wrong_type(const Json& j, const JsonPath& path, std::string_view expected
   return path.error(fmt::format("expected {}, got {}", expected, type_name(j)));
 }
 
+// The SAX handler behind parse_document(): builds the document as
+// Json::parse does, and stops at the first duplicate key. Json is an
+// ordered_json, whose objects keep their members in insertion order, so the
+// last member of each open object is the one being read: that gives the path.
+class DocumentBuilder {
+ public:
+  explicit DocumentBuilder(Json* root) : root_(root) {}
+
+  bool null() { return add(nullptr); }
+  bool boolean(bool v) { return add(v); }
+  bool number_integer(Json::number_integer_t v) { return add(v); }
+  bool number_unsigned(Json::number_unsigned_t v) { return add(v); }
+  bool number_float(Json::number_float_t v, const Json::string_t& /*text*/) { return add(v); }
+  bool string(Json::string_t& v) { return add(std::move(v)); }
+  bool binary(Json::binary_t& v) { return add(std::move(v)); }
+  bool start_object(std::size_t /*size*/) { return open(Json::value_t::object); }
+  bool start_array(std::size_t /*size*/) { return open(Json::value_t::array); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(Json::string_t& k) {
+    auto [it, inserted] = open_.back()->get_ref<Json::object_t&>().emplace(k, nullptr);
+    if (!inserted) {
+      duplicate_ = k;
+      return false;  // stops the parser
+    }
+    member_ = &it->second;
+    return true;
+  }
+  template <class Exception>
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/, const Exception& e) {
+    throw e;
+  }
+
+  // "/roles/0/ops/3: duplicate field "x"" after a duplicate stopped the parse.
+  std::string duplicate_error() const {
+    std::string path;
+    for (std::size_t i = 0; i + 1 < open_.size(); ++i) {
+      const Json& c = *open_[i];
+      path += '/';
+      path += c.is_array() ? std::to_string(c.size() - 1)
+                           : c.get_ref<const Json::object_t&>().back().first;
+    }
+    return fmt::format("{}: duplicate field \"{}\"", path.empty() ? "/" : path, duplicate_);
+  }
+
+ private:
+  template <typename V>
+  Json* place(V&& v) {
+    if (open_.empty()) {
+      *root_ = Json(std::forward<V>(v));
+      return root_;
+    }
+    if (open_.back()->is_array()) {
+      auto& array = open_.back()->get_ref<Json::array_t&>();
+      array.emplace_back(std::forward<V>(v));
+      return &array.back();
+    }
+    *member_ = Json(std::forward<V>(v));
+    return member_;
+  }
+  template <typename V>
+  bool add(V&& v) {
+    place(std::forward<V>(v));
+    return true;
+  }
+  bool open(Json::value_t type) {
+    open_.push_back(place(type));
+    return true;
+  }
+  bool close() {
+    open_.pop_back();
+    return true;
+  }
+
+  Json* root_;
+  std::vector<Json*> open_;  // the open arrays and objects, outermost first
+  Json* member_ = nullptr;   // the member of the innermost object being read
+  std::string duplicate_;
+};
+
 }  // namespace
+
+Status parse_document(std::string_view text, Json* doc) {
+  DocumentBuilder builder(doc);
+  if (Json::sax_parse(text.begin(), text.end(), &builder)) return Status::ok();
+  return Status::invalid_argument(builder.duplicate_error());
+}
 
 void JsonPath::append_to(std::string* out) const {
   if (parent_ == nullptr) return;

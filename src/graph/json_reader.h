@@ -47,6 +47,12 @@ class JsonPath {
   std::int64_t index_ = -1;
 };
 
+// Parses `text` into `*doc` as Json::parse does, throwing the same exceptions
+// on malformed text, but rejects a key that appears twice in one object
+// (Json::parse silently keeps the last) with the object's path:
+// "/roles/0/ops/3: duplicate field \"duration_ns\"".
+Status parse_document(std::string_view text, Json* doc);
+
 // Fails unless `j` is an object.
 Status expect_object(const Json& j, const JsonPath& path);
 // Fails unless `j` is an array.

@@ -1,6 +1,5 @@
 #include "graph/role_json.h"
 
-#include <cmath>
 #include <limits>
 #include <map>
 #include <string>
@@ -8,6 +7,8 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+
+#include "graph/validate.h"
 
 namespace prism::graph_json {
 namespace {
@@ -76,6 +77,23 @@ Result<std::int32_t> lookup(const Json& obj, std::string_view key, const JsonPat
                                            names.empty() ? "none" : join(names)));
 }
 
+// Reads `value` as an integer in [0, limit]; past the limit the message says
+// which limit (`what`) it is.
+Result<std::int64_t> as_limited(const Json& value, const JsonPath& path, std::int64_t limit,
+                                std::string_view what) {
+  PRISM_ASSIGN_OR_RETURN(std::int64_t v, as_int(value, path, 0, kMaxI64));
+  if (v > limit) return path.error(fmt::format("{} exceeds the limit of {} ({})", v, limit, what));
+  return v;
+}
+
+constexpr std::string_view kBytesLimit = "2^50, 1 PiB";
+
+// The required member "bytes" of an op, at most kMaxBytes.
+Result<std::int64_t> get_bytes(const Json& obj, const JsonPath& path) {
+  PRISM_ASSIGN_OR_RETURN(const Json* v, require_field(obj, "bytes", path));
+  return as_limited(*v, path.field("bytes"), kMaxBytes.count, kBytesLimit);
+}
+
 struct RoleReader {
   const std::vector<CommSlot>& slots;
   Role& role;
@@ -92,10 +110,13 @@ Status read_cost(RoleReader& rr, const Json& j, const JsonPath& path, Op* op) {
   if (const Json* f = find_field(j, "flops")) {
     const JsonPath at = path.field("flops");
     PRISM_ASSIGN_OR_RETURN(cost.flops, as_number(*f, at));
-    if (!(cost.flops >= 0) || !std::isfinite(cost.flops))
-      return at.error("must be a finite number >= 0");
+    if (!(cost.flops >= 0 && cost.flops <= kMaxCostFlops))
+      return at.error(fmt::format("must be a finite number >= 0 and <= {}", kMaxCostFlops));
   }
-  PRISM_ASSIGN_OR_RETURN(cost.bytes_accessed.count, get_int_or(j, "bytes", path, 0, kMaxI64, 0));
+  if (const Json* b = find_field(j, "bytes")) {
+    PRISM_ASSIGN_OR_RETURN(cost.bytes_accessed.count,
+                           as_limited(*b, path.field("bytes"), kMaxBytes.count, kBytesLimit));
+  }
   auto key = std::make_tuple(cost.kernel_class, cost.flops, cost.bytes_accessed.count);
   auto [it, inserted] = rr.cost_index.emplace(key, static_cast<std::int32_t>(rr.role.costs.size()));
   if (inserted) rr.role.costs.push_back(cost);
@@ -109,7 +130,8 @@ Status read_compute(RoleReader& rr, const Json& j, const JsonPath& path, Op* op)
   if ((duration == nullptr) == (cost == nullptr))
     return path.error("a compute op needs exactly one of \"duration_ns\" and \"cost\"");
   if (cost != nullptr) return read_cost(rr, *cost, path.field("cost"), op);
-  PRISM_ASSIGN_OR_RETURN(op->duration.ns, as_int(*duration, path.field("duration_ns"), 0, kMaxI64));
+  PRISM_ASSIGN_OR_RETURN(op->duration.ns, as_limited(*duration, path.field("duration_ns"),
+                                                     kMaxOpDuration.ns, "2^50 ns, about 13 days"));
   return Status::ok();
 }
 
@@ -122,7 +144,7 @@ Status read_comm(RoleReader& rr, const Json& j, const JsonPath& path, Op* op) {
         "\"{}\" is a {} slot; a {} op needs a {} slot", rr.slots[op->ref].name,
         wants_group ? "peer" : "group", to_string(op->kind), wants_group ? "group" : "peer"));
   }
-  PRISM_ASSIGN_OR_RETURN(op->bytes.count, get_int(j, "bytes", path, 0, kMaxI64));
+  PRISM_ASSIGN_OR_RETURN(op->bytes.count, get_bytes(j, path));
   PRISM_ASSIGN_OR_RETURN(op->dtype,
                          get_enum<DType>(j, "dtype", path, "dtype", parse_dtype, DType::kBFloat16));
   PRISM_ASSIGN_OR_RETURN(std::int64_t group, get_int_or(j, "group", path, 0, kMaxU32, 0));
@@ -149,7 +171,7 @@ Status read_kind_fields(RoleReader& rr, const Json& j, const JsonPath& path, Op*
     case OpKind::kRecv:
       return read_comm(rr, j, path, op);
     case OpKind::kAlloc: {
-      PRISM_ASSIGN_OR_RETURN(op->bytes.count, get_int(j, "bytes", path, 0, kMaxI64));
+      PRISM_ASSIGN_OR_RETURN(op->bytes.count, get_bytes(j, path));
       return Status::ok();
     }
     case OpKind::kFree: {

@@ -1,6 +1,7 @@
 // validate_graph(): the structural checks (layout, slots, roles, rank
-// assignment, overrides). Per-op checks and cycles are in validate_role.cc,
-// the checks that need slot resolution in validate_comm.cc.
+// assignment, overrides). Per-op checks are in validate_role.cc, cycles and
+// the order of frees in validate_order.cc, the checks that need slot
+// resolution in validate_comm.cc.
 #include "graph/validate.h"
 
 #include <algorithm>
@@ -194,10 +195,11 @@ Status validate_overrides(const ExecutionGraph& g) {
       return Status::invalid_argument(fmt::format(
           "override of rank {}: overrides must be sorted by rank, one per rank", o.rank));
     }
-    if (o.compute_scale_ppm <= 0) {
+    if (o.compute_scale_ppm <= 0 || o.compute_scale_ppm > kMaxComputeScalePpm) {
       return Status::invalid_argument(
-          fmt::format("override of rank {}: compute_scale_ppm must be > 0, got {}", o.rank,
-                      o.compute_scale_ppm));
+          fmt::format("override of rank {}: compute_scale_ppm must be > 0 and <= {} (x1000), "
+                      "got {}",
+                      o.rank, kMaxComputeScalePpm, o.compute_scale_ppm));
     }
   }
   return Status::ok();
@@ -211,7 +213,7 @@ Status validate_graph(const ExecutionGraph& g) {
   PRISM_RETURN_IF_ERROR(validate_role_names(g));
   for (const Role& role : g.roles) {
     PRISM_RETURN_IF_ERROR(validate_internal::validate_role(g, role));
-    PRISM_RETURN_IF_ERROR(validate_internal::validate_acyclic(role));
+    PRISM_RETURN_IF_ERROR(validate_internal::validate_order(role));
   }
   PRISM_RETURN_IF_ERROR(validate_assignment(g));
   PRISM_RETURN_IF_ERROR(validate_overrides(g));

@@ -1,9 +1,10 @@
 // Checks 6-8 of validate_graph(): every slot a rank's role uses resolves for
-// that rank; the members of each communicator group issue the same
-// collectives; sends and receives pair up. Work is O(roles x ops) to index
-// what each role does on each slot, then O(ranks x slots) to walk the ranks,
-// with comparisons cached per (slot, role pair) / (role and slot sets) so
-// that ranks with the same programs are compared once.
+// that rank (a peer slot to another rank); the members of each communicator
+// group issue the same collectives; sends and receives pair up. Work is
+// O(roles x ops) to index what each role does on each slot, then
+// O(ranks x slots) to walk the ranks, with comparisons cached per (slot, role
+// pair) / (role and slot sets) so that ranks with the same programs are
+// compared once.
 #include <algorithm>
 #include <set>
 #include <tuple>
@@ -39,10 +40,19 @@ std::vector<RoleComm> index_roles(const ExecutionGraph& g) {
   return out;
 }
 
-bool resolves(const ExecutionGraph& g, const SlotResolver& res, int s, Rank r) {
+// Why slot `s` fails to resolve for rank `r`, or nullptr when it resolves.
+// A grid peer slot that wraps by a multiple of its dim's size (a dim of size
+// 1, say) resolves every rank to itself; explicit tables cannot (the slot
+// checks reject a rank listed as its own peer).
+const char* resolution_problem(const ExecutionGraph& g, const SlotResolver& res, int s, Rank r) {
   const CommSlot& slot = g.slots[s];
-  if (slot.kind == CommSlot::Kind::kPeer) return res.peer(s, r) != kNone;
-  return slot.explicit_groups.empty() || slot.group_of_rank[r] != kNone;
+  if (slot.kind == CommSlot::Kind::kPeer) {
+    const Rank peer = res.peer(s, r);
+    if (peer == kNone) return "does not resolve";
+    return peer == r ? "resolves to the rank itself" : nullptr;
+  }
+  return slot.explicit_groups.empty() || slot.group_of_rank[r] != kNone ? nullptr
+                                                                        : "does not resolve";
 }
 
 Status check_resolution(const ExecutionGraph& g, const std::vector<RoleComm>& comm) {
@@ -50,10 +60,9 @@ Status check_resolution(const ExecutionGraph& g, const std::vector<RoleComm>& co
   for (Rank r = 0; r < g.world_size(); ++r) {
     const RoleComm& rc = comm[g.role_of_rank[r]];
     for (int s : rc.used) {
-      if (!resolves(g, res, s, r)) {
-        return Status::invalid_argument(fmt::format("{} op {}: slot '{}' does not resolve",
-                                                    rank_role(g, r), rc.slot[s].first_op,
-                                                    g.slots[s].name));
+      if (const char* problem = resolution_problem(g, res, s, r)) {
+        return Status::invalid_argument(fmt::format("{} op {}: slot '{}' {}", rank_role(g, r),
+                                                    rc.slot[s].first_op, g.slots[s].name, problem));
       }
     }
   }

@@ -22,9 +22,11 @@ Status check_deps_range(const Role& role, std::size_t op);
 // An event op names one of the role's events.
 Status check_event_ref(const Role& role, std::size_t op);
 
-// Check 3 (per-op fields and references) and check 4 (no dependency cycle).
+// Check 3 (per-op fields and references; validate_role.cc) and check 4 (no
+// dependency cycle, NCCL groups counted as one node; every free ordered after
+// its alloc; validate_order.cc). Check 4 assumes check 3 passed.
 Status validate_role(const ExecutionGraph& g, const Role& role);
-Status validate_acyclic(const Role& role);
+Status validate_order(const Role& role);
 
 // What one role does on one slot: op indices in issue order.
 struct SlotUse {

@@ -21,6 +21,8 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -42,6 +44,9 @@ struct Case {
   std::string name;                     // golden file stem; also the test name
   std::vector<std::string> args;        // after "prism"
   std::vector<std::string> files = {};  // files the command writes under {tmp}
+  // (source path, name under {tmp}): copied there before the run, for cases
+  // that must not touch the source tree even when they fail.
+  std::vector<std::pair<std::string, std::string>> inputs = {};
 };
 
 // Names the case in test listings instead of dumping its bytes.
@@ -55,9 +60,14 @@ struct RunResult {
   std::string err;
 };
 
-std::string substitute_tmp(std::string s, const std::string& tmp) {
-  for (std::size_t at; (at = s.find("{tmp}")) != std::string::npos;) s.replace(at, 5, tmp);
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  for (std::size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size())
+    s.replace(at, from.size(), to);
   return s;
+}
+
+std::string substitute_tmp(std::string s, const std::string& tmp) {
+  return replace_all(std::move(s), "{tmp}", tmp);
 }
 
 std::string slurp(const fs::path& p) {
@@ -94,8 +104,9 @@ RunResult run_prism(const std::vector<std::string>& args, const std::string& tmp
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   run.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.out = slurp(out_path);
-  run.err = slurp(err_path);
+  // Paths under the temporary directory print as "{tmp}", as in the arguments.
+  run.out = replace_all(slurp(out_path), tmp, "{tmp}");
+  run.err = replace_all(slurp(err_path), tmp, "{tmp}");
   return run;
 }
 
@@ -139,6 +150,8 @@ class CliGoldenTest : public ::testing::TestWithParam<Case> {
 
 TEST_P(CliGoldenTest, MatchesGolden) {
   const Case& c = GetParam();
+  for (const auto& [from, to] : c.inputs)
+    ASSERT_TRUE(fs::copy_file(kSourceDir / from, fs::path(tmp_) / to)) << from;
   const RunResult run = run_prism(c.args, tmp_);
   check_golden(c.name + ".txt", describe(c, run));
   for (const std::string& f : c.files) {
@@ -212,6 +225,17 @@ std::vector<Case> cases() {
       {"error_report_unwritable",
        {"replay", kGpt, "--report", "/nonexistent-prism-dir/report.json"}},
       {"error_trace_unwritable", {"replay", kGpt, "--trace", "/nonexistent-prism-dir/trace.json"}},
+      {"error_replay_directory", {"replay", "tests/cli/data"}},
+      {"error_validate_directory", {"validate", "tests/cli/data/"}},
+      {"error_report_overwrites_graph",
+       {"replay", "{tmp}/g.json", "--report", "{tmp}/./g.json"},
+       {},
+       {{kGpt, "g.json"}}},
+      {"error_trace_overwrites_graph",
+       {"replay", "{tmp}/g.json", "--report", "{tmp}/r.json", "--trace", "{tmp}/g.json"},
+       {},
+       {{kGpt, "g.json"}}},
+      {"error_validate_duplicate_field", {"validate", "tests/cli/data/duplicate_field.json"}},
   };
 }
 

@@ -127,6 +127,50 @@ TEST(GraphJsonErrorsTest, IntegersMustBeNonNegativeIntegers) {
               HasSubstr("/roles/0/ops/1/bytes: 18446744073709551615 is out of range"));
 }
 
+TEST(GraphJsonErrorsTest, DuplicateFieldsAreRejected) {
+  EXPECT_THAT(error_of(with("\"duration_ns\": 10", "\"duration_ns\": 100, \"duration_ns\": -5")),
+              HasSubstr("g.json: /roles/0/ops/0: duplicate field \"duration_ns\""));
+  EXPECT_THAT(error_of(with("\"version\": 1,", "\"version\": 1, \"version\": 1,")),
+              HasSubstr("g.json: /: duplicate field \"version\""));
+  EXPECT_THAT(error_of(with("{\"name\": \"tp\", \"size\": 2}",
+                            "{\"name\": \"tp\", \"size\": 2, \"name\": \"pp\"}")),
+              HasSubstr("g.json: /layout/dims/0: duplicate field \"name\""));
+  EXPECT_THAT(
+      error_of(with_ops(
+          R"({"kind": "compute", "stream": "s", "cost": {"class": "gemm", "flops": 1, "flops": 2}})")),
+      HasSubstr("g.json: /roles/0/ops/0/cost: duplicate field \"flops\""));
+  EXPECT_THAT(error_of(with("\"ranks\": \"0-1\"", "\"where\": {\"tp\": 0, \"tp\": 1}")),
+              HasSubstr("g.json: /assign/0/where: duplicate field \"tp\""));
+}
+
+TEST(GraphJsonErrorsTest, ValuesPastTheLimitsAreRejected) {
+  EXPECT_EQ(error_of(with("\"duration_ns\": 10", "\"duration_ns\": 1125899906842624")),
+            "(accepted)");
+  EXPECT_THAT(error_of(with("\"duration_ns\": 10", "\"duration_ns\": 1125899906842625")),
+              HasSubstr("g.json: /roles/0/ops/0/duration_ns: 1125899906842625 exceeds the limit "
+                        "of 1125899906842624 (2^50 ns, about 13 days)"));
+  EXPECT_THAT(error_of(with("\"bytes\": 64", "\"bytes\": 1125899906842625")),
+              HasSubstr("g.json: /roles/0/ops/1/bytes: 1125899906842625 exceeds the limit of "
+                        "1125899906842624 (2^50, 1 PiB)"));
+  EXPECT_THAT(error_of(with_ops(R"({"kind": "alloc", "stream": "s", "bytes": 2000000000000000})")),
+              HasSubstr("g.json: /roles/0/ops/0/bytes: 2000000000000000 exceeds the limit"));
+  EXPECT_THAT(
+      error_of(with_ops(
+          R"({"kind": "compute", "stream": "s", "cost": {"class": "gemm", "flops": 1e31}})")),
+      HasSubstr("g.json: /roles/0/ops/0/cost/flops: must be a finite number >= 0 and <= 1e+30"));
+  EXPECT_THAT(
+      error_of(with_ops(
+          R"({"kind": "compute", "stream": "s", "cost": {"class": "gemm", "bytes": 1125899906842625}})")),
+      HasSubstr("g.json: /roles/0/ops/0/cost/bytes: 1125899906842625 exceeds the limit"));
+  const std::string tail = "\"assign\": [{\"role\": \"r\", \"ranks\": \"0-1\"}]";
+  EXPECT_EQ(
+      error_of(with(tail, tail + ", \"overrides\": [{\"rank\": 1, \"compute_scale\": 1000}]")),
+      "(accepted)");
+  EXPECT_THAT(
+      error_of(with(tail, tail + ", \"overrides\": [{\"rank\": 1, \"compute_scale\": 1000.5}]")),
+      HasSubstr("g.json: /overrides/0/compute_scale: 1000.5 exceeds the limit of 1000"));
+}
+
 TEST(GraphJsonErrorsTest, ComputeNeedsExactlyOneOfDurationAndCost) {
   EXPECT_THAT(error_of(with_ops(R"({"kind": "compute", "stream": "s"})")),
               HasSubstr("/roles/0/ops/0: a compute op needs exactly one of \"duration_ns\" and "
@@ -256,6 +300,23 @@ TEST(GraphJsonErrorsTest, SemanticErrorsNameRoleAndOp) {
            with("\"duration_ns\": 10", "\"duration_ns\": 10, \"deps\": [1]"));
   EXPECT_THAT(error_of(cyclic),
               HasSubstr("g.json: role 'r': dependency cycle: op 0 -> op 1 -> op 0"));
+  EXPECT_THAT(
+      error_of(with_ops(R"({"kind": "send", "stream": "c", "slot": "next", "bytes": 8, "group": 1},
+          {"kind": "compute", "stream": "s", "duration_ns": 5, "deps": [0]},
+          {"kind": "recv", "stream": "c", "slot": "next", "bytes": 8, "group": 1, "deps": [1]})")),
+      HasSubstr("g.json: role 'r': NCCL group 1 on stream 'c' (ops 0, 2) depends on itself "
+                "through op 1"));
+  EXPECT_THAT(error_of(with_ops(R"({"kind": "alloc", "stream": "s", "bytes": 8},
+          {"kind": "free", "stream": "c", "alloc": 0})")),
+              HasSubstr("g.json: role 'r' op 1: free of op 0 (alloc on stream 's') is not ordered "
+                        "after it"));
+  const std::string self_peer = with("\"offset\": 1", "\"offset\": 2");  // wraps to the rank
+  EXPECT_EQ(error_of(self_peer), "(accepted)");                          // while unused
+  EXPECT_THAT(
+      error_of(with(kBaseOps, R"({"kind": "send", "stream": "c", "slot": "next", "bytes": 8},
+          {"kind": "recv", "stream": "c", "slot": "next", "bytes": 8})",
+                    self_peer)),
+      HasSubstr("g.json: rank 0 (role 'r') op 0: slot 'next' resolves to the rank itself"));
 }
 
 }  // namespace

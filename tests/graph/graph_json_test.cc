@@ -187,5 +187,12 @@ TEST(GraphJsonTest, MissingFileIsNotFound) {
   EXPECT_THAT(g.status().message(), HasSubstr("/nonexistent/graph.json"));
 }
 
+TEST(GraphJsonTest, DirectoryIsRejectedAsSuch) {
+  const std::string dir = std::string(PRISM_SOURCE_DIR) + "/tests/data/graphs";
+  Result<ExecutionGraph> g = load_graph(dir);
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(g.status().message(), dir + ": is a directory");
+}
+
 }  // namespace
 }  // namespace prism

@@ -74,6 +74,22 @@ TEST(ValidateCommTest, PeerSlotWithoutWrapDoesNotResolveAtTheEnd) {
   EXPECT_THAT(error_of(g), HasSubstr("rank 1 (role 'a') op 1: slot 'end' does not resolve"));
 }
 
+TEST(ValidateCommTest, GridPeerSlotMustNotResolveToTheRankItself) {
+  ExecutionGraph g = make(2, {{send(kPairs + 1, 8), recv(kPairs + 1, 8)}}, {0, 0});
+  g.slots.push_back(CommSlot::grid_peer("ring", 0, 2, true));  // wraps once around tp
+  EXPECT_THAT(error_of(g), HasSubstr("rank 0 (role 'a') op 0: slot 'ring' resolves to the rank "
+                                     "itself"));
+  g.slots.back().offset = 3;
+  EXPECT_EQ(error_of(g), "(ok)");
+  g.layout = Layout(2, {{"tp", 2}, {"pp", 1}}, 8);
+  g.slots.back() = CommSlot::grid_peer("ring", 1, 1, true);  // along a dim of size 1
+  EXPECT_THAT(error_of(g), HasSubstr("rank 0 (role 'a') op 0: slot 'ring' resolves to the rank "
+                                     "itself"));
+  // A slot no role uses may resolve to anything.
+  g.roles[0].ops = {coll(CollectiveKind::kBarrier, 0)};
+  EXPECT_EQ(error_of(g), "(ok)");
+}
+
 TEST(ValidateCommTest, ExplicitGroupMustContainTheRank) {
   ExecutionGraph g = make(3, {{coll(CollectiveKind::kAllReduce, 8, kPairs)}}, {0, 0, 0});
   EXPECT_THAT(error_of(g), HasSubstr("rank 2 (role 'a') op 0: slot 'pairs' does not resolve"));

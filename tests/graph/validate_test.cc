@@ -2,6 +2,8 @@
 // cycles, rank assignment), on graphs built in memory.
 #include "graph/validate.h"
 
+#include <limits>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -196,6 +198,41 @@ TEST(ValidateTest, ComputeAndFieldRejections) {
   EXPECT_EQ(error_of(g), "(ok)");
 }
 
+TEST(ValidateTest, ValuesPastTheLimitsAreRejected) {
+  ExecutionGraph g = simple();
+  g.roles[0].ops[0].duration = kMaxOpDuration;
+  g.roles[0].ops[1].bytes = kMaxBytes;
+  EXPECT_EQ(error_of(g), "(ok)");
+  g.roles[0].ops[0].duration.ns += 1;
+  EXPECT_THAT(error_of(g), HasSubstr("role 'r' op 0: duration 1125899906842625 ns exceeds the "
+                                     "limit of 1125899906842624 ns"));
+  g = simple();
+  g.roles[0].ops[1].bytes.count = kMaxBytes.count + 1;
+  EXPECT_THAT(error_of(g), HasSubstr("role 'r' op 1: bytes 1125899906842625 exceed the limit of "
+                                     "1125899906842624"));
+  g = simple();
+  Op alloc = make_op(OpKind::kAlloc);
+  alloc.bytes.count = kMaxBytes.count + 1;
+  g.roles[0].ops.push_back(alloc);
+  EXPECT_THAT(error_of(g), HasSubstr("role 'r' op 2: bytes 1125899906842625 exceed the limit"));
+}
+
+TEST(ValidateTest, CostsPastTheLimitsAreRejected) {
+  ExecutionGraph g = simple();
+  g.roles[0].ops[0].duration.ns = 0;
+  g.roles[0].ops[0].cost = 0;
+  g.roles[0].costs = {KernelCost{KernelClass::kGemm, kMaxCostFlops, kMaxBytes}};
+  EXPECT_EQ(error_of(g), "(ok)");
+  g.roles[0].costs[0].flops = 1e31;
+  EXPECT_THAT(error_of(g), HasSubstr("role 'r' op 0: cost has flops 1e+31; must be finite, >= 0 "
+                                     "and <= 1e+30"));
+  g.roles[0].costs[0].flops = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(error_of(g), HasSubstr("role 'r' op 0: cost has flops inf"));
+  g.roles[0].costs[0] = KernelCost{KernelClass::kGemm, 1, Bytes{kMaxBytes.count + 1}};
+  EXPECT_THAT(error_of(g), HasSubstr("role 'r' op 0: cost has bytes 1125899906842625, above the "
+                                     "limit of 1125899906842624"));
+}
+
 TEST(ValidateTest, DependencyRejections) {
   ExecutionGraph g = simple();
   set_deps(g.roles[0], 1, {2});
@@ -251,6 +288,11 @@ TEST(ValidateTest, OverrideRejections) {
   EXPECT_THAT(error_of(g), HasSubstr("override of rank 2: no such rank"));
   g.overrides = {{1, 0}};
   EXPECT_THAT(error_of(g), HasSubstr("override of rank 1: compute_scale_ppm must be > 0"));
+  g.overrides = {{1, kMaxComputeScalePpm}};
+  EXPECT_EQ(error_of(g), "(ok)");
+  g.overrides = {{1, kMaxComputeScalePpm + 1}};
+  EXPECT_THAT(error_of(g), HasSubstr("override of rank 1: compute_scale_ppm must be > 0 and <= "
+                                     "1000000000 (x1000), got 1000000001"));
 }
 
 }  // namespace
