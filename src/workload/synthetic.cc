@@ -71,6 +71,14 @@ class StageBuilder {
     emit(OpKind::kCompute, kComputeStream, name).duration = duration;
   }
   void collective(CollectiveKind kind, std::uint16_t stream, int slot, Bytes bytes, Name name);
+  // A GEMM and, with tensor parallelism, the all-reduce of its output.
+  void compute_then_tp_all_reduce(SimTime duration, Name name) {
+    compute(duration, name);
+    if (o_.tp > 1) {
+      collective(CollectiveKind::kAllReduce, kComputeStream, slots_.tp, o_.tp_allreduce_bytes,
+                 Name::kTpAllReduce);
+    }
+  }
   void event(OpKind kind, std::uint16_t stream, std::int32_t event) {
     emit(kind, stream, Name::kEvent).ref = event;
   }
@@ -174,16 +182,8 @@ void StageBuilder::forward(int mb) {
           static_cast<std::int32_t>(role_.ops.size());
       emit(OpKind::kAlloc, kComputeStream, Name::kActivation).bytes = o_.activation_bytes;
     }
-    compute(o_.attention_forward, Name::kAttentionForward);
-    if (o_.tp > 1) {
-      collective(CollectiveKind::kAllReduce, kComputeStream, slots_.tp, o_.tp_allreduce_bytes,
-                 Name::kTpAllReduce);
-    }
-    compute(o_.mlp_forward, Name::kMlpForward);
-    if (o_.tp > 1) {
-      collective(CollectiveKind::kAllReduce, kComputeStream, slots_.tp, o_.tp_allreduce_bytes,
-                 Name::kTpAllReduce);
-    }
+    compute_then_tp_all_reduce(o_.attention_forward, Name::kAttentionForward);
+    compute_then_tp_all_reduce(o_.mlp_forward, Name::kMlpForward);
   }
 }
 
@@ -191,16 +191,8 @@ void StageBuilder::backward(int mb, bool sync_grads) {
   const int layers = o_.layers_per_stage;
   for (int k = 0; k < layers; ++k) {
     const int l = layers - 1 - k;
-    compute(o_.mlp_backward, Name::kMlpBackward);
-    if (o_.tp > 1) {
-      collective(CollectiveKind::kAllReduce, kComputeStream, slots_.tp, o_.tp_allreduce_bytes,
-                 Name::kTpAllReduce);
-    }
-    compute(o_.attention_backward, Name::kAttentionBackward);
-    if (o_.tp > 1) {
-      collective(CollectiveKind::kAllReduce, kComputeStream, slots_.tp, o_.tp_allreduce_bytes,
-                 Name::kTpAllReduce);
-    }
+    compute_then_tp_all_reduce(o_.mlp_backward, Name::kMlpBackward);
+    compute_then_tp_all_reduce(o_.attention_backward, Name::kAttentionBackward);
     if (o_.memory_ops) {
       Op& free = emit(OpKind::kFree, kComputeStream, Name::kActivation);
       free.ref = activations_[static_cast<std::size_t>(mb) * layers + l];

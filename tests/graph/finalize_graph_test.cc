@@ -9,17 +9,11 @@
 namespace prism {
 namespace {
 
+using testing::make_op;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-Op make_op(OpKind kind, std::uint16_t stream, std::int32_t ref = kNone) {
-  Op op;
-  op.kind = kind;
-  op.stream = stream;
-  op.ref = ref;
-  return op;
-}
 
 ExecutionGraph one_role(std::vector<Op> ops) {
   ExecutionGraph g;

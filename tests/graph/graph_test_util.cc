@@ -58,6 +58,27 @@ std::string dump_graph(const ExecutionGraph& g) {
   return out;
 }
 
+Op make_op(OpKind kind, std::uint16_t stream, std::int32_t ref, std::uint32_t group) {
+  Op op;
+  op.kind = kind;
+  op.stream = stream;
+  op.ref = ref;
+  op.group = group;
+  return op;
+}
+
+void set_deps(Role& role, std::size_t op, const std::vector<std::int32_t>& deps) {
+  role.ops[op].deps_begin = static_cast<std::uint32_t>(role.deps.size());
+  role.deps.insert(role.deps.end(), deps.begin(), deps.end());
+  role.ops[op].deps_end = static_cast<std::uint32_t>(role.deps.size());
+}
+
+std::string error_of(ExecutionGraph g) {
+  Status st = finalize_graph(g);
+  if (st.is_ok()) st = validate_graph(g);
+  return st.is_ok() ? "(ok)" : st.message();
+}
+
 namespace {
 
 struct StageBuilder {

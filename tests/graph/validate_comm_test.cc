@@ -9,6 +9,8 @@
 namespace prism {
 namespace {
 
+using testing::error_of;
+
 using ::testing::HasSubstr;
 
 enum Slot { kTp = 0, kNext = 1, kPrev = 2, kEnd = 3, kPairs = 4 };
@@ -56,12 +58,6 @@ ExecutionGraph make(int world, std::vector<std::vector<Op>> roles,
   }
   g.role_of_rank = std::move(role_of);
   return g;
-}
-
-std::string error_of(ExecutionGraph g) {
-  Status st = finalize_graph(g);
-  if (st.is_ok()) st = validate_graph(g);
-  return st.is_ok() ? "(ok)" : st.message();
 }
 
 TEST(ValidateCommTest, PeerSlotWithoutWrapDoesNotResolveAtTheEnd) {

@@ -6,25 +6,20 @@
 #include <gtest/gtest.h>
 
 #include "graph/validate.h"
+#include "graph_test_util.h"
 
 namespace prism {
 namespace {
+
+using testing::error_of;
+using testing::make_op;
+using testing::set_deps;
 
 using ::testing::HasSubstr;
 
 constexpr std::uint16_t kS = 0, kM = 1, kX = 2;  // streams
 constexpr std::int32_t kNext = 0;                // peer slot
 constexpr std::int32_t kE = 0;                   // event
-
-Op make_op(OpKind kind, std::uint16_t stream, std::int32_t ref = kNone, std::uint32_t group = 0) {
-  Op op;
-  op.kind = kind;
-  op.stream = stream;
-  op.ref = ref;
-  op.group = group;
-  op.bytes.count = kind == OpKind::kSend || kind == OpKind::kRecv ? 64 : 0;
-  return op;
-}
 
 Op send(std::uint32_t group) {
   return make_op(OpKind::kSend, kM, kNext, group);
@@ -47,18 +42,6 @@ ExecutionGraph one_role(std::vector<Op> ops) {
   g.roles = {r};
   g.role_of_rank = {0, 0};
   return g;
-}
-
-void set_deps(Role& role, std::size_t op, const std::vector<std::int32_t>& deps) {
-  role.ops[op].deps_begin = static_cast<std::uint32_t>(role.deps.size());
-  role.deps.insert(role.deps.end(), deps.begin(), deps.end());
-  role.ops[op].deps_end = static_cast<std::uint32_t>(role.deps.size());
-}
-
-std::string error_of(ExecutionGraph g) {
-  Status st = finalize_graph(g);
-  if (st.is_ok()) st = validate_graph(g);
-  return st.is_ok() ? "(ok)" : st.message();
 }
 
 TEST(ValidateOrderTest, GroupIssuedAfterAllItsDependenciesIsValid) {

@@ -12,15 +12,11 @@
 namespace prism {
 namespace {
 
-using ::testing::HasSubstr;
+using testing::error_of;
+using testing::make_op;
+using testing::set_deps;
 
-Op make_op(OpKind kind, std::uint16_t stream = 0, std::int32_t ref = kNone) {
-  Op op;
-  op.kind = kind;
-  op.stream = stream;
-  op.ref = ref;
-  return op;
-}
+using ::testing::HasSubstr;
 
 // Two ranks along dim "tp"; slots "tp" (group) and "next" (peer, wrapping);
 // one role "r" with streams s, c and events e, f, holding `ops`.
@@ -44,18 +40,6 @@ ExecutionGraph simple() {
   Op coll = make_op(OpKind::kCollective, 1, 0);
   coll.bytes.count = 64;
   return one_role({compute, coll});
-}
-
-void set_deps(Role& role, std::size_t op, const std::vector<std::int32_t>& deps) {
-  role.ops[op].deps_begin = static_cast<std::uint32_t>(role.deps.size());
-  role.deps.insert(role.deps.end(), deps.begin(), deps.end());
-  role.ops[op].deps_end = static_cast<std::uint32_t>(role.deps.size());
-}
-
-std::string error_of(ExecutionGraph g) {
-  Status st = finalize_graph(g);
-  if (st.is_ok()) st = validate_graph(g);
-  return st.is_ok() ? "(ok)" : st.message();
 }
 
 TEST(ValidateTest, SimpleGraphIsValid) {
