@@ -69,7 +69,7 @@ struct Bytes {
 // (about 73 years), so now + duration never overflows.
 inline constexpr SimTime kMaxOpDuration{std::int64_t{1} << 50};
 inline constexpr SimTime kTimeHorizon{std::int64_t{1} << 61};
-inline constexpr Bytes kMaxBytes{std::int64_t{1} << 50};  // 1 PiB
+inline constexpr Bytes kMaxBytes{std::int64_t{1} << 50};            // 1 PiB
 inline constexpr std::int64_t kMaxComputeScalePpm = 1'000'000'000;  // x1000
 
 // Bandwidth in bytes per second, integral so that transfer times are exact.
