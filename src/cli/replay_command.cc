@@ -76,9 +76,16 @@ Result<std::vector<Rank>> parse_trace_ranks(std::string_view text, int world_siz
 
 // Whether `a` and `b` name one existing file (through links or different
 // spellings); false when either does not exist.
+// Whether `a` and `b` name one file: the same existing file (hard or
+// symbolic links included), or the same path once resolved, for files that
+// do not exist yet.
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code ec;
-  return std::filesystem::equivalent(a, b, ec) && !ec;
+  if (std::filesystem::equivalent(a, b, ec) && !ec) return true;
+  std::error_code ec_a, ec_b;
+  const auto ca = std::filesystem::weakly_canonical(a, ec_a);
+  const auto cb = std::filesystem::weakly_canonical(b, ec_b);
+  return !ec_a && !ec_b && ca == cb;
 }
 
 struct ModelParams {
@@ -160,6 +167,8 @@ Result<int> ReplayCommand::run() const {
           fmt::format("{} would overwrite the input graph {}", flag, graph_path_));
     }
   }
+  if (!report_path_.empty() && !trace_path_.empty() && same_file(report_path_, trace_path_))
+    return Status::invalid_argument("--report and --trace name the same file " + trace_path_);
 
   progress(fmt::format("loading {}...", graph_path_));
   PRISM_ASSIGN_OR_RETURN(ExecutionGraph g, load_graph(graph_path_));

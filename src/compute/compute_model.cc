@@ -5,8 +5,12 @@
 namespace prism {
 
 SimTime RooflineModel::duration(const KernelCost& cost) const {
-  const SimTime flop_time{static_cast<std::int64_t>(std::ceil(cost.flops / p_.peak_flops * 1e9))};
-  return max(flop_time, p_.hbm_bw.time_for(cost.bytes_accessed));
+  // Clamp in floating point first: a double above 2^63 has no int64 value.
+  const double ns = std::ceil(cost.flops / p_.peak_flops * 1e9);
+  const SimTime flop_time = ns < static_cast<double>(kMaxOpDuration.ns)
+                                ? SimTime{static_cast<std::int64_t>(ns)}
+                                : kMaxOpDuration;
+  return min(max(flop_time, p_.hbm_bw.time_for(cost.bytes_accessed)), kMaxOpDuration);
 }
 
 }  // namespace prism

@@ -25,7 +25,8 @@ struct RooflineParams {
 class RooflineModel final : public ComputeModel {
  public:
   explicit RooflineModel(RooflineParams p = {}) : p_(p) {}
-  // max(flops / peak, bytes / bandwidth), rounded up to a nanosecond.
+  // max(flops / peak, bytes / bandwidth), rounded up to a nanosecond and
+  // clamped to kMaxOpDuration.
   SimTime duration(const KernelCost& cost) const override;
 
  private:

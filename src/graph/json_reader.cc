@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -61,9 +62,25 @@ class DocumentBuilder {
     member_ = &it->second;
     return true;
   }
+  // Every failure leaves as a Json::parse_error, which carries the byte
+  // position the caller turns into line:column; nlohmann reports a number
+  // too large for a double (1e400) as out_of_range, without one.
   template <class Exception>
-  bool parse_error(std::size_t /*position*/, const std::string& /*token*/, const Exception& e) {
-    throw e;
+  bool parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    if constexpr (std::is_same_v<Exception, Json::parse_error>) {
+      throw e;
+    } else {
+      throw Json::parse_error::create(101, position,
+                                      fmt::format("number out of range: '{}'", token), nullptr);
+    }
+  }
+
+  static constexpr std::size_t kMaxDepth = 64;
+
+  // Why the parse stopped: "/roles/0/ops/3: duplicate field "x"", or nesting.
+  std::string stop_error() const {
+    if (too_deep_) return fmt::format("values nested deeper than {} levels", kMaxDepth);
+    return duplicate_error();
   }
 
   // "/roles/0/ops/3: duplicate field "x"" after a duplicate stopped the parse.
@@ -99,6 +116,12 @@ class DocumentBuilder {
     return true;
   }
   bool open(Json::value_t type) {
+    // A graph nests a handful of levels; hostile nesting would only exhaust
+    // the stack (copying or destroying a deep value recurses).
+    if (open_.size() >= kMaxDepth) {
+      too_deep_ = true;
+      return false;  // stops the parser
+    }
     open_.push_back(place(type));
     return true;
   }
@@ -111,6 +134,7 @@ class DocumentBuilder {
   std::vector<Json*> open_;  // the open arrays and objects, outermost first
   Json* member_ = nullptr;   // the member of the innermost object being read
   std::string duplicate_;
+  bool too_deep_ = false;
 };
 
 }  // namespace
@@ -118,7 +142,7 @@ class DocumentBuilder {
 Status parse_document(std::string_view text, Json* doc) {
   DocumentBuilder builder(doc);
   if (Json::sax_parse(text.begin(), text.end(), &builder)) return Status::ok();
-  return Status::invalid_argument(builder.duplicate_error());
+  return Status::invalid_argument(builder.stop_error());
 }
 
 void JsonPath::append_to(std::string* out) const {

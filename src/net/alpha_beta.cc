@@ -1,12 +1,22 @@
 #include "net/alpha_beta.h"
 
 namespace prism {
+namespace {
+
+// Huge latencies or tiny bandwidths (both valid options) must not overflow.
+SimTime clamped(Int128 ns) {
+  return ns < kMaxOpDuration.ns ? SimTime{static_cast<std::int64_t>(ns)} : kMaxOpDuration;
+}
+
+}  // namespace
 
 SimTime AlphaBetaModel::duration(const Transfer& t) const {
   const bool inter = t.num_nodes > 1;
   const Bandwidth bw = inter ? p_.inter_node_bw : p_.intra_node_bw;
   const SimTime alpha = inter ? p_.inter_node_latency : p_.intra_node_latency;
-  if (t.kind == Transfer::Kind::kPointToPoint) return alpha + bw.time_for(t.bytes);
+  if (t.kind == Transfer::Kind::kPointToPoint) {
+    return clamped(static_cast<Int128>(alpha.ns) + bw.time_for(t.bytes).ns);
+  }
 
   const std::int64_t n = static_cast<std::int64_t>(t.ranks.size());
   if (n <= 1) return SimTime::zero();
@@ -29,7 +39,7 @@ SimTime AlphaBetaModel::duration(const Transfer& t) const {
       break;
   }
   const Bytes moved{static_cast<std::int64_t>(static_cast<Int128>(t.bytes.count) * num / den)};
-  return SimTime{alpha.ns * steps} + bw.time_for(moved);
+  return clamped(static_cast<Int128>(alpha.ns) * steps + bw.time_for(moved).ns);
 }
 
 TransferId AlphaBetaModel::start(const Transfer& t, SimTime now) {

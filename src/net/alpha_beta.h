@@ -26,7 +26,7 @@ struct AlphaBetaParams {
 class AlphaBetaModel final : public NetworkModel {
  public:
   explicit AlphaBetaModel(AlphaBetaParams p = {}) : p_(p) {}
-  // The time `t` takes alone.
+  // The time `t` takes alone, clamped to kMaxOpDuration.
   SimTime duration(const Transfer& t) const;
 
   TransferId start(const Transfer& t, SimTime now) override;

@@ -2,6 +2,7 @@
 // iteration times, traces, and, when the replay could not finish, who is
 // blocked on what.
 #include <algorithm>
+#include <array>
 #include <map>
 #include <tuple>
 
@@ -21,12 +22,16 @@ std::string rank_list(const std::vector<Rank>& ranks) {
   return s;
 }
 
-void add_times(RankTimes* sum, RankTimes* mx, const RankTimes& t, std::int64_t times) {
-  sum->compute.ns += t.compute.ns * times;
-  sum->exposed_comm.ns += t.exposed_comm.ns * times;
-  sum->idle.ns += t.idle.ns * times;
-  sum->finish.ns += t.finish.ns * times;
-  sum->peak_memory.count += t.peak_memory.count * times;
+// Sums of a role's ranks in 128 bits: 16,384 ranks x 2^50 ns overflows 64.
+struct TimeSums {
+  std::array<Int128, 5> v{};  // compute, exposed, idle, finish, peak memory
+};
+
+void add_times(TimeSums* sum, RankTimes* mx, const RankTimes& t, std::int64_t times) {
+  const std::array<std::int64_t, 5> values{t.compute.ns, t.exposed_comm.ns, t.idle.ns, t.finish.ns,
+                                           t.peak_memory.count};
+  for (std::size_t i = 0; i < values.size(); ++i)
+    sum->v[i] += static_cast<Int128>(values[i]) * times;
   mx->compute = max(mx->compute, t.compute);
   mx->exposed_comm = max(mx->exposed_comm, t.exposed_comm);
   mx->idle = max(mx->idle, t.idle);
@@ -94,7 +99,7 @@ void Engine::collect_iterations(ReplayResult* r) const {
 // unfolded replays produce the same integers.
 void Engine::collect_roles(ReplayResult* r) const {
   r->roles.resize(g_.roles.size());
-  std::vector<RankTimes> sums(g_.roles.size());
+  std::vector<TimeSums> sums(g_.roles.size());
   for (std::size_t i = 0; i < g_.roles.size(); ++i) r->roles[i].name = g_.roles[i].name;
   for (std::size_t c = 0; c < sranks_.size(); ++c) {
     const SimRank& sr = sranks_[c];
@@ -108,9 +113,10 @@ void Engine::collect_roles(ReplayResult* r) const {
     RoleSummary& role = r->roles[i];
     if (role.num_ranks == 0) continue;
     const std::int64_t n = role.num_ranks;
-    role.mean = RankTimes{SimTime{sums[i].compute.ns / n}, SimTime{sums[i].exposed_comm.ns / n},
-                          SimTime{sums[i].idle.ns / n}, SimTime{sums[i].finish.ns / n},
-                          Bytes{sums[i].peak_memory.count / n}};
+    // A mean is at most the maximum, so it fits 64 bits again.
+    auto mean = [&](int k) { return static_cast<std::int64_t>(sums[i].v[k] / n); };
+    role.mean = RankTimes{SimTime{mean(0)}, SimTime{mean(1)}, SimTime{mean(2)}, SimTime{mean(3)},
+                          Bytes{mean(4)}};
   }
 }
 

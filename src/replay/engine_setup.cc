@@ -120,7 +120,9 @@ void Engine::build_communicators() {
 // Numbers every send and receive within its channel in issue order, so that
 // the n-th send pairs with the n-th receive whichever stream gets there first.
 void Engine::build_p2p_sequences() {
-  std::map<std::pair<bool, std::tuple<std::int32_t, std::int32_t, std::int32_t>>, std::int32_t> n;
+  // (direction, channel) -> ops numbered so far; the channel includes the tag.
+  std::map<std::tuple<bool, std::int32_t, std::int32_t, std::int32_t, std::int32_t>, std::int32_t>
+      n;
   for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
     const SimRank& sr = sranks_[s];
     const Role& role = g_.roles[sr.role];
@@ -133,7 +135,7 @@ void Engine::build_p2p_sequences() {
       Rank peer = kNone;
       const P2PRendezvous::Key k = p2p_channel(s, op, &peer);
       const bool is_send = op.kind == OpKind::kSend;
-      p2p_seq_[sr.first_p2p + t.comm_index[i]] = n[{is_send, {k.src, k.dst, k.route}}]++;
+      p2p_seq_[sr.first_p2p + t.comm_index[i]] = n[{is_send, k.src, k.dst, k.tag, k.route}]++;
     }
   }
 }

@@ -168,14 +168,25 @@ FoldPlan plan_folding(const ExecutionGraph& g, bool fold) {
   } else {
     const auto used = slots_used_by_role(g);
     std::vector<std::int32_t> colour = initial_colours(g, used);
-    // Each round either splits a class or reaches the fixpoint; at most n rounds.
-    for (int classes = count_colours(colour);;) {
+    // Each round either splits a class or reaches the fixpoint. A difference
+    // spreads one hop per round, so a long chain (a ring of thousands of
+    // ranks with one straggler) needs rounds in proportion to its length,
+    // and by then nearly every rank is its own class anyway: past
+    // kMaxRefinementRounds, fold nothing (always exact, never quadratic).
+    bool converged = false;
+    int classes = count_colours(colour);
+    for (int round = 0; round < kMaxRefinementRounds && !converged; ++round) {
       colour = refine(g, used, colour);
       const int now = count_colours(colour);
-      if (now == classes) break;
+      converged = now == classes;
       classes = now;
     }
-    plan.class_of_rank = std::move(colour);
+    if (converged) {
+      plan.class_of_rank = std::move(colour);
+    } else {
+      plan.class_of_rank.resize(n);
+      std::iota(plan.class_of_rank.begin(), plan.class_of_rank.end(), 0);
+    }
   }
   const int k = count_colours(plan.class_of_rank);
   plan.representative.assign(k, kNone);

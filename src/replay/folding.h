@@ -21,6 +21,11 @@
 
 namespace prism {
 
+// Refinement rounds before folding gives up and simulates every rank (see
+// plan_folding). A pipeline of up to about this many stages still folds
+// around a straggler.
+inline constexpr int kMaxRefinementRounds = 128;
+
 struct FoldPlan {
   std::vector<std::int32_t> class_of_rank;  // size world_size
   std::vector<Rank> representative;         // per class: its lowest rank
@@ -28,7 +33,8 @@ struct FoldPlan {
   int num_classes() const { return static_cast<int>(representative.size()); }
 };
 
-// Identity plan (every rank its own class) when `fold` is false.
+// Identity plan (every rank its own class) when `fold` is false, or when the
+// refinement has not reached its fixpoint after kMaxRefinementRounds.
 FoldPlan plan_folding(const ExecutionGraph& g, bool fold);
 
 // Slots used by each role (sorted, unique), a helper shared with the engine.

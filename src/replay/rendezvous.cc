@@ -35,17 +35,21 @@ const CollectiveRendezvous::Pending& CollectiveRendezvous::slot_for(std::int64_t
 CollectiveRendezvous::Pending& CollectiveRendezvous::slot_for(std::int64_t seq) {
   PRISM_CHECK(seq >= base_, "collective sequence already released");
   if (seq - base_ >= static_cast<std::int64_t>(ring_.size())) {
-    // Grow the ring, keeping every live entry at its new position.
-    std::vector<Pending> bigger(ring_.size() * 2);
+    // Grow the ring until `seq` fits, keeping every live entry at its new
+    // position (live entries lie in [base_, base_ + old size), so they stay
+    // distinct modulo any larger size).
+    std::size_t size = ring_.size();
+    while (seq - base_ >= static_cast<std::int64_t>(size)) size *= 2;
+    std::vector<Pending> bigger(size);
     for (Pending& p : ring_)
-      if (p.seq >= 0) bigger[static_cast<std::size_t>(p.seq) % bigger.size()] = std::move(p);
+      if (p.seq >= 0) bigger[static_cast<std::size_t>(p.seq) % size] = std::move(p);
     ring_ = std::move(bigger);
   }
   Pending& p = ring_[static_cast<std::size_t>(seq) % ring_.size()];
-  next_ = std::max(next_, seq + 1);
   if (p.seq != seq) {
     PRISM_CHECK(p.seq < 0, "collective ring slot still in use");
     p.seq = seq;
+    p.done = false;
     p.arrivals.clear();
   }
   return p;
@@ -58,19 +62,24 @@ bool CollectiveRendezvous::arrive(std::int64_t seq, const Arrival& a) {
 }
 
 void CollectiveRendezvous::release(std::int64_t seq) {
-  Pending& p = slot_for(seq);
-  p.seq = -1;
-  p.arrivals.clear();
+  slot_for(seq).done = true;
   // Collectives issued on different streams may finish out of order; the ring
-  // only moves past a sequence number once everything before it is released.
-  while (base_ < next_ && ring_[static_cast<std::size_t>(base_) % ring_.size()].seq != base_)
+  // moves past a sequence number only once it and all before it are done (a
+  // number nobody has reached yet is not done).
+  for (;;) {
+    Pending& head = ring_[static_cast<std::size_t>(base_) % ring_.size()];
+    if (head.seq != base_ || !head.done) break;
+    head.seq = -1;
+    head.done = false;
+    head.arrivals.clear();
     ++base_;
+  }
 }
 
 std::vector<std::int64_t> CollectiveRendezvous::incomplete() const {
   std::vector<std::int64_t> out;
   for (const Pending& p : ring_)
-    if (p.seq >= 0 && p.arrivals.size() < members_.size()) out.push_back(p.seq);
+    if (p.seq >= 0 && !p.done && p.arrivals.size() < members_.size()) out.push_back(p.seq);
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -50,7 +50,8 @@ class CollectiveRendezvous {
 
  private:
   struct Pending {
-    std::int64_t seq = -1;
+    std::int64_t seq = -1;  // -1: the entry is free
+    bool done = false;      // completed, waiting for the ones before it
     std::vector<Arrival> arrivals;
   };
   const Pending& slot_for(std::int64_t seq) const;
@@ -66,7 +67,6 @@ class CollectiveRendezvous {
   // most one collective per stream, so the ring stays small.
   std::vector<Pending> ring_;
   std::int64_t base_ = 0;  // lowest sequence number not yet released
-  std::int64_t next_ = 0;  // one past the highest sequence number seen
 };
 
 // Point-to-point channels keyed by (source, destination, tag, route), where

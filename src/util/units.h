@@ -81,11 +81,13 @@ struct Bandwidth {
     return Bandwidth{
         static_cast<std::int64_t>(gb_per_s * 1e9 + 0.5)};  // NOLINT(bugprone-incorrect-roundings)
   }
-  // Time to move `b` at this rate, rounded up to the next nanosecond.
+  // Time to move `b` at this rate, rounded up to the next nanosecond and
+  // clamped to kMaxOpDuration (1 PiB at 1 byte/s would not fit 64 bits).
   constexpr SimTime time_for(Bytes b) const {
     if (b.count <= 0) return SimTime::zero();
     const Int128 num = static_cast<Int128>(b.count) * 1'000'000'000;
-    return SimTime{static_cast<std::int64_t>((num + bytes_per_s - 1) / bytes_per_s)};
+    const Int128 ns = (num + bytes_per_s - 1) / bytes_per_s;
+    return ns < kMaxOpDuration.ns ? SimTime{static_cast<std::int64_t>(ns)} : kMaxOpDuration;
   }
   friend constexpr auto operator<=>(Bandwidth, Bandwidth) = default;
 };

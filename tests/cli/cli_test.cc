@@ -225,6 +225,8 @@ std::vector<Case> cases() {
       {"error_report_unwritable",
        {"replay", kGpt, "--report", "/nonexistent-prism-dir/report.json"}},
       {"error_trace_unwritable", {"replay", kGpt, "--trace", "/nonexistent-prism-dir/trace.json"}},
+      {"error_report_and_trace_same_file",
+       {"replay", kGpt, "--report", "{tmp}/out.json", "--trace", "{tmp}/./out.json"}},
       {"error_replay_directory", {"replay", "tests/cli/data"}},
       {"error_validate_directory", {"validate", "tests/cli/data/"}},
       {"error_report_overwrites_graph",

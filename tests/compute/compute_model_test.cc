@@ -22,5 +22,15 @@ TEST(RooflineModelTest, DefaultsAreH100) {
   EXPECT_EQ(m.duration(KernelCost{KernelClass::kGemm, 989.4e12, Bytes{0}}).ns, 1'000'000'000);
 }
 
+TEST(RooflineModelTest, HugeCostsClampToTheLongestOp) {
+  RooflineModel m;
+  EXPECT_EQ(m.duration(KernelCost{KernelClass::kGemm, 1e30, Bytes{0}}), kMaxOpDuration);
+  EXPECT_EQ(m.duration(KernelCost{KernelClass::kGemm, 1e25, Bytes{0}}), kMaxOpDuration);
+  RooflineParams slow;
+  slow.hbm_bw = Bandwidth{1};
+  EXPECT_EQ(RooflineModel(slow).duration(KernelCost{KernelClass::kOther, 0, kMaxBytes}),
+            kMaxOpDuration);
+}
+
 }  // namespace
 }  // namespace prism

@@ -56,6 +56,8 @@ TEST(GraphJsonErrorsTest, MalformedJsonNamesLineAndColumn) {
   const std::string text = "{\"format\": \"prism-graph\",\n  \"version\": 1,\n  \"layout\": x}";
   EXPECT_THAT(error_of(text), AllOf(StartsWith("g.json:3:13: "), HasSubstr("syntax error")));
   EXPECT_THAT(error_of("{\"a\": 1"), StartsWith("g.json:1:8: "));
+  EXPECT_THAT(error_of("{\"format\": \"prism-graph\",\n \"version\": 1e400}"),
+              AllOf(StartsWith("g.json:2:"), HasSubstr("number out of range: '1e400'")));
 }
 
 TEST(GraphJsonErrorsTest, WrongFormatOrVersion) {
@@ -141,6 +143,13 @@ TEST(GraphJsonErrorsTest, DuplicateFieldsAreRejected) {
       HasSubstr("g.json: /roles/0/ops/0/cost: duplicate field \"flops\""));
   EXPECT_THAT(error_of(with("\"ranks\": \"0-1\"", "\"where\": {\"tp\": 0, \"tp\": 1}")),
               HasSubstr("g.json: /assign/0/where: duplicate field \"tp\""));
+}
+
+TEST(GraphJsonErrorsTest, DeepNestingIsRejectedNotACrash) {
+  // 100,000 nested arrays under a key, with more members after it.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_THAT(error_of(with("\"version\": 1,", "\"version\": 1, \"x\": " + deep + ",")),
+              HasSubstr("g.json: values nested deeper than 64 levels"));
 }
 
 TEST(GraphJsonErrorsTest, ValuesPastTheLimitsAreRejected) {

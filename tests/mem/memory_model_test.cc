@@ -1,5 +1,7 @@
 #include "mem/memory_model.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 namespace prism {
@@ -18,6 +20,13 @@ TEST(CountingMemoryModelTest, TracksPeakPerRank) {
   EXPECT_EQ(m.peak_allocated(1).count, 7);
   m.reset(1);
   EXPECT_EQ(m.peak_allocated(0).count, 0);
+}
+
+TEST(CountingMemoryModelTest, SaturatesInsteadOfOverflowing) {
+  CountingMemoryModel m;
+  m.reset(1);
+  for (int i = 0; i < 9000; ++i) m.alloc(0, i, kMaxBytes, 0, SimTime{0});
+  EXPECT_EQ(m.peak_allocated(0).count, std::numeric_limits<std::int64_t>::max());
 }
 
 }  // namespace

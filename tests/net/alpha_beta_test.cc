@@ -77,6 +77,23 @@ TEST(AlphaBetaTest, MonotoneInBytes) {
   }
 }
 
+TEST(AlphaBetaTest, ExtremeParametersClampInsteadOfOverflowing) {
+  AlphaBetaParams p;
+  p.intra_node_latency = SimTime{std::int64_t{1} << 60};  // a valid but absurd option
+  p.intra_node_bw = Bandwidth{1};                         // one byte per second
+  AlphaBetaModel m(p);
+  std::vector<std::int32_t> eight(8);
+  std::iota(eight.begin(), eight.end(), 0);
+  EXPECT_EQ(m.duration(collective(CollectiveKind::kAllReduce, kMaxBytes.count, eight, 1)),
+            kMaxOpDuration);
+  Transfer t;
+  t.kind = Transfer::Kind::kPointToPoint;
+  t.bytes = kMaxBytes;
+  std::vector<std::int32_t> pair{0, 1};
+  t.ranks = pair;
+  EXPECT_EQ(m.duration(t), kMaxOpDuration);
+}
+
 TEST(AlphaBetaTest, CompletionsComeInTimeThenStartOrder) {
   AlphaBetaModel m(simple());
   std::vector<std::int32_t> pair{0, 1};

@@ -112,6 +112,29 @@ TEST(EngineTest, SendAndRecvMatchAndCrossNodes) {
   EXPECT_EQ(r.trace[0].transfer_start.ns, 200);
 }
 
+TEST(EngineTest, MessagesWithDifferentTagsPairIndependently) {
+  // Rank 0 sends tag 0 then tag 1; rank 1 receives tag 1 then tag 0, on one
+  // stream or in one NCCL group: each tag is its own ordered channel.
+  for (bool grouped : {false, true}) {
+    RoleBuilder s("sender", {"a", "b"});
+    s.send(0, 0, Bytes{100}, /*tag=*/0);
+    s.send(grouped ? 0 : 1, 0, Bytes{200}, /*tag=*/1);
+    RoleBuilder r("receiver", {"a"});
+    const int first = r.recv(0, 1, Bytes{200}, /*tag=*/1);
+    const int second = r.recv(0, 1, Bytes{100}, /*tag=*/0);
+    if (grouped) {
+      s.set_group(0, 1);
+      s.set_group(1, 1);
+      r.set_group(first, 1);
+      r.set_group(second, 1);
+    }
+    auto g = make_graph({{"pp", 2}}, 8, {peer_slot("next", 0, 1), peer_slot("prev", 0, -1)},
+                        {std::move(s).build(), std::move(r).build()}, {0, 1});
+    auto res = run(g, true, {1});
+    ASSERT_EQ(res.outcome, ReplayResult::Outcome::kCompleted) << (grouped ? "grouped" : "streams");
+  }
+}
+
 TEST(EngineTest, NcclGroupStartsTogether) {
   // Both ranks send to and receive from each other in one group; as separate
   // blocking ops on one stream this would deadlock (see the deadlock tests).
@@ -188,6 +211,18 @@ TEST(EngineTest, TimeBucketsAddUpToTheMakespan) {
   EXPECT_EQ(r.makespan.ns, 2100);
   EXPECT_EQ(r.roles[0].mean.compute.ns, 1100);
   EXPECT_EQ(r.roles[0].mean.exposed_comm.ns, 1000);
+}
+
+TEST(EngineTest, RoleMeansOfManyLongRanksDoNotOverflow) {
+  // 8,192 ranks x 2^51 ns sums to 2^64: the mean must still be 2^51.
+  RoleBuilder b("r", {"s"});
+  b.compute(0, kMaxOpDuration);
+  b.compute(0, kMaxOpDuration);
+  auto g = make_graph({{"rank", 8192}}, 8, {}, {std::move(b).build()},
+                      std::vector<std::int32_t>(8192, 0));
+  auto r = run(g);
+  EXPECT_EQ(r.roles[0].mean.finish.ns, 2 * kMaxOpDuration.ns);
+  EXPECT_EQ(r.roles[0].mean.compute.ns, 2 * kMaxOpDuration.ns);
 }
 
 TEST(EngineTest, SameInputsGiveIdenticalResults) {

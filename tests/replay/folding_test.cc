@@ -169,6 +169,22 @@ TEST(FoldingTest, CoincidingPeersSplitClasses) {
   expect_equal_results(run(g, true, {0, 2}), run(g, false, {0, 2}));
 }
 
+TEST(FoldingTest, LongChainsGiveUpInsteadOfGoingQuadratic) {
+  // A ring of 4,096 ranks with one straggler: the difference spreads one hop
+  // per round, so the refinement would take ~2,000 rounds to say what the
+  // identity plan says at once.
+  RoleBuilder b("r", {"s"});
+  b.compute(0, SimTime{10});
+  b.set_group(b.send(0, 0, Bytes{8}), 1);
+  b.set_group(b.recv(0, 1, Bytes{8}), 1);
+  auto g = make_graph(
+      {{"cp", 4096}}, 8, {peer_slot("next", 0, 1, true), peer_slot("prev", 0, -1, true)},
+      {std::move(b).build()}, std::vector<std::int32_t>(4096, 0), {RankOverride{0, 2'000'000}});
+  FoldPlan plan = plan_folding(g, true);
+  EXPECT_EQ(plan.num_classes(), 4096);
+  expect_equal_results(run(g, true, {0, 2048}), run(g, false, {0, 2048}));
+}
+
 // Property: on random 3D shapes, placements, costs and stragglers, folding
 // never changes a number.
 TEST(FoldingTest, PropertyFoldedEqualsUnfolded) {

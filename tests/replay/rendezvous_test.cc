@@ -30,6 +30,36 @@ TEST(CollectiveRendezvousTest, MembersMayRunAheadAndReleaseOutOfOrder) {
   EXPECT_EQ(c.incomplete(), (std::vector<std::int64_t>{10}));
 }
 
+TEST(CollectiveRendezvousTest, LaterCollectiveDoneBeforeAnEarlierOneArrives) {
+  // Collective 1 (issued second, from another stream) completes before
+  // anyone reaches collective 0: 0 must still be accepted afterwards.
+  CollectiveRendezvous c(0, {0, 1}, {0, 1}, 1);
+  EXPECT_FALSE(c.arrive(1, Arrival{0, 1, 11, SimTime{}}));
+  EXPECT_TRUE(c.arrive(1, Arrival{1, 1, 11, SimTime{}}));
+  c.release(1);
+  EXPECT_FALSE(c.arrive(0, Arrival{0, 0, 10, SimTime{}}));
+  EXPECT_EQ(c.incomplete(), (std::vector<std::int64_t>{0}));
+  EXPECT_TRUE(c.arrive(0, Arrival{1, 0, 10, SimTime{}}));
+  c.release(0);
+  EXPECT_TRUE(c.incomplete().empty());
+  EXPECT_FALSE(c.arrive(2, Arrival{0, 0, 12, SimTime{}}));  // the ring moved on past 1
+}
+
+TEST(CollectiveRendezvousTest, FarJumpsKeepLiveEntriesApart) {
+  CollectiveRendezvous c(0, {0, 1}, {0, 1}, 1);
+  EXPECT_FALSE(c.arrive(0, Arrival{0, 0, 0, SimTime{}}));
+  EXPECT_FALSE(c.arrive(1, Arrival{0, 0, 1, SimTime{}}));
+  EXPECT_FALSE(c.arrive(9, Arrival{0, 0, 9, SimTime{}}));  // more than twice the ring ahead
+  EXPECT_FALSE(c.arrive(100, Arrival{0, 0, 100, SimTime{}}));
+  EXPECT_EQ(c.incomplete(), (std::vector<std::int64_t>{0, 1, 9, 100}));
+  for (std::int64_t seq : {100, 1, 9, 0}) {
+    ASSERT_TRUE(c.arrive(seq, Arrival{1, 0, static_cast<std::int32_t>(seq), SimTime{}}));
+    EXPECT_EQ(c.arrivals(seq)[0].op, seq);
+    c.release(seq);
+  }
+  EXPECT_EQ(c.incomplete(), (std::vector<std::int64_t>{}));
+}
+
 TEST(CollectiveRendezvousTest, GeometryFromTheLayout) {
   CollectiveRendezvous c(0, {0, 1, 2, 3}, {0, 1, 8, 9}, 1);
   c.set_layout(Layout(16, {{"rank", 16}}, 8));
