@@ -43,8 +43,6 @@ struct CommSlot {
   // Explicit peers: rank -> peer rank, kNone for none.
   std::vector<Rank> explicit_peers;
 
-  bool is_explicit() const { return !explicit_groups.empty() || !explicit_peers.empty(); }
-
   // Named constructors. Explicit group tables still need finalize_graph() to
   // derive group_of_rank.
   static CommSlot grid_group(std::string name, std::vector<int> dims);

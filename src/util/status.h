@@ -21,7 +21,6 @@ enum class StatusCode : unsigned char {
   kInvalidArgument,  // bad input: malformed file, impossible configuration
   kNotFound,         // a named file or entity does not exist
   kIoError,          // the OS refused a read or write
-  kFailedPrecondition,
 };
 
 class [[nodiscard]] Status {
@@ -33,9 +32,6 @@ class [[nodiscard]] Status {
   }
   static Status not_found(std::string msg) { return Status(StatusCode::kNotFound, std::move(msg)); }
   static Status io_error(std::string msg) { return Status(StatusCode::kIoError, std::move(msg)); }
-  static Status failed_precondition(std::string msg) {
-    return Status(StatusCode::kFailedPrecondition, std::move(msg));
-  }
 
   bool is_ok() const { return rep_ == nullptr; }
   StatusCode code() const { return rep_ ? rep_->code : StatusCode::kOk; }

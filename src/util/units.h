@@ -22,7 +22,6 @@ struct SimTime {
   static constexpr SimTime from_ms(std::int64_t ms) { return SimTime{ms * 1000 * 1000}; }
 
   constexpr double seconds() const { return static_cast<double>(ns) * 1e-9; }
-  constexpr double millis() const { return static_cast<double>(ns) * 1e-6; }
   constexpr double micros() const { return static_cast<double>(ns) * 1e-3; }
 
   friend constexpr auto operator<=>(SimTime, SimTime) = default;
