@@ -101,11 +101,8 @@ TEST(CommSlotTest, ExplicitGroupsKeepCommunicatorOrder) {
 
 TEST(CommSlotTest, ExplicitPeers) {
   const Layout l(4, {{"rank", 4}}, 8);
-  CommSlot s = peer_slot(-1, 0, false);
-  s.explicit_peers = {1, 0, kNone, 0};
-  const std::vector<CommSlot> slots = {s};
+  const std::vector<CommSlot> slots = {CommSlot::explicit_peer("p", {1, 0, kNone, 0})};
   const SlotResolver res(l, slots);
-  EXPECT_TRUE(slots[0].is_explicit());
   EXPECT_EQ(res.peer(0, 0), 1);
   EXPECT_EQ(res.peer(0, 2), kNone);
   EXPECT_EQ(res.peer(0, 3), 0);
