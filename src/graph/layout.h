@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,15 @@ class Layout {
   std::vector<GridDim> dims_;
   std::vector<int> strides_;
 };
+
+// How a group of ranks sits on nodes: what a network model needs of it, and
+// what folding compares between groups.
+struct GroupGeometry {
+  int num_ranks = 0;
+  int num_nodes = 0;           // distinct nodes among the ranks
+  int max_ranks_per_node = 0;  // most ranks on one node
+  friend bool operator==(const GroupGeometry&, const GroupGeometry&) = default;
+};
+GroupGeometry group_geometry(const Layout& layout, std::span<const Rank> ranks);
 
 }  // namespace prism

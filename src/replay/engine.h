@@ -100,10 +100,10 @@ class Engine {
   const ReplayOptions& options_;
   ReplayModels models_;
   SlotResolver resolver_;
+  SlotUse used_;  // before fold_, which is computed from it
   FoldPlan fold_;
 
   std::vector<RoleTables> tables_;
-  std::vector<std::vector<int>> peer_slots_;  // per role: the peer slots it uses, ascending
   std::vector<SimRank> sranks_;
   std::vector<StreamState> streams_;
   std::vector<SimTime> dep_done_;           // SimTime::never() until done

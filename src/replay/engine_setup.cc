@@ -13,12 +13,8 @@ Engine::Engine(const ExecutionGraph& g, const ReplayOptions& options, const Repl
       options_(options),
       models_(models),
       resolver_(g.resolver()),
-      fold_(plan_folding(g, options.fold)) {
-  for (const std::vector<int>& used : slots_used_by_role(g_)) {
-    peer_slots_.emplace_back();
-    for (int t : used)
-      if (g_.slots[t].kind == CommSlot::Kind::kPeer) peer_slots_.back().push_back(t);
-  }
+      used_(slots_used_by_role(g)),
+      fold_(plan_folding(g, used_, options.fold)) {
   build_role_tables();
   build_sim_ranks();
   build_communicators();
@@ -81,13 +77,12 @@ void Engine::build_sim_ranks() {
 void Engine::build_communicators() {
   const std::size_t num_slots = g_.slots.size();
   comm_of_slot_.assign(sranks_.size() * num_slots, kNone);
-  const auto used = slots_used_by_role(g_);
   std::map<std::pair<int, std::vector<std::int32_t>>, std::int32_t> index;
   std::vector<std::vector<std::int32_t>> by_group(num_slots);  // group id -> communicator
   std::vector<Rank> members;
   for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
     const SimRank& sr = sranks_[s];
-    for (int slot : used[sr.role]) {
+    for (int slot : used_.all[sr.role]) {
       if (g_.slots[slot].kind != CommSlot::Kind::kGroup) continue;
       auto& cache = by_group[slot];
       if (cache.empty()) {
@@ -160,7 +155,7 @@ P2PRendezvous::Key Engine::p2p_channel(std::uint32_t s, const Op& op, Rank* peer
 // ranks are the real pair already.
 std::int32_t Engine::p2p_route(Rank sender, Rank receiver) const {
   if (!options_.fold) return 0;
-  for (int t : peer_slots_[g_.role_of_rank[sender]])
+  for (int t : used_.peers[g_.role_of_rank[sender]])
     if (resolver_.peer(t, sender) == receiver) return t;
   PRISM_CHECK(false, "no peer slot of the sender reaches the receiver");
   return kNone;

@@ -23,20 +23,6 @@ class Interner {
   std::map<Key, std::int32_t> ids_;
 };
 
-void append_geometry(const Layout& layout, const std::vector<Rank>& members, Key* key) {
-  std::vector<int> per_node;
-  for (Rank m : members) per_node.push_back(layout.node_of(m));
-  std::sort(per_node.begin(), per_node.end());
-  int nodes = 0, run = 0, max_run = 0;
-  for (std::size_t i = 0; i < per_node.size(); ++i) {
-    if (i == 0 || per_node[i] != per_node[i - 1]) ++nodes, run = 0;
-    max_run = std::max(max_run, ++run);
-  }
-  key->push_back(static_cast<std::int64_t>(members.size()));
-  key->push_back(nodes);
-  key->push_back(max_run);
-}
-
 // Initial colours: role, overrides, the geometry of every used group slot
 // (computed once per group), and for every used peer slot: whether the peer
 // shares the node, which of the rank's other peer slots reach the same rank,
@@ -44,13 +30,8 @@ void append_geometry(const Layout& layout, const std::vector<Rank>& members, Key
 // point-to-point pairing the same across a class: without them a fan-in
 // (two senders, one receiver with a slot per sender) or a crossed pair of
 // tables would fold ranks whose messages pair differently.
-std::vector<std::int32_t> initial_colours(const ExecutionGraph& g,
-                                          const std::vector<std::vector<int>>& used) {
+std::vector<std::int32_t> initial_colours(const ExecutionGraph& g, const SlotUse& used) {
   const SlotResolver res = g.resolver();
-  std::vector<std::vector<int>> peer_slots(used.size());
-  for (std::size_t role = 0; role < used.size(); ++role)
-    for (int s : used[role])
-      if (g.slots[s].kind == CommSlot::Kind::kPeer) peer_slots[role].push_back(s);
   Interner geometries;
   std::vector<std::vector<std::int32_t>> geometry_of_group(g.slots.size());
   Interner interner;
@@ -60,7 +41,7 @@ std::vector<std::int32_t> initial_colours(const ExecutionGraph& g,
     const int role = g.role_of_rank[r];
     Key key{role, g.compute_scale_ppm(r)};
     std::vector<Rank> peers;
-    for (int s : used[role]) {
+    for (int s : used.all[role]) {
       if (g.slots[s].kind == CommSlot::Kind::kGroup) {
         auto& cache = geometry_of_group[s];
         if (cache.empty()) {
@@ -70,9 +51,8 @@ std::vector<std::int32_t> initial_colours(const ExecutionGraph& g,
         const std::int64_t gid = res.group_id(s, r);
         if (cache[gid] == kNone) {
           res.members(s, r, &members);
-          Key geometry;
-          append_geometry(g.layout, members, &geometry);
-          cache[gid] = geometries.id(geometry);
+          const GroupGeometry geo = group_geometry(g.layout, members);
+          cache[gid] = geometries.id({geo.num_ranks, geo.num_nodes, geo.max_ranks_per_node});
         }
         key.push_back(cache[gid]);
         continue;
@@ -87,7 +67,7 @@ std::vector<std::int32_t> initial_colours(const ExecutionGraph& g,
       // The peer's used peer slots that reach r, as a counted list.
       const std::size_t count_at = key.size();
       key.push_back(0);
-      for (int t : peer_slots[g.role_of_rank[p]]) {
+      for (int t : used.peers[g.role_of_rank[p]]) {
         if (res.peer(t, p) != r) continue;
         key.push_back(t);
         ++key[count_at];
@@ -102,7 +82,7 @@ std::vector<std::int32_t> initial_colours(const ExecutionGraph& g,
 
 // One refinement round: a rank's new colour is its old colour plus its
 // partners' colours per used slot.
-std::vector<std::int32_t> refine(const ExecutionGraph& g, const std::vector<std::vector<int>>& used,
+std::vector<std::int32_t> refine(const ExecutionGraph& g, const SlotUse& used,
                                  const std::vector<std::int32_t>& colour) {
   const SlotResolver res = g.resolver();
   // Per group slot, the multiset of member colours of each group, interned;
@@ -115,7 +95,7 @@ std::vector<std::int32_t> refine(const ExecutionGraph& g, const std::vector<std:
   for (Rank r = 0; r < g.world_size(); ++r) {
     const int role = g.role_of_rank[r];
     Key key{colour[r]};
-    for (int s : used[role]) {
+    for (int s : used.all[role]) {
       if (g.slots[s].kind == CommSlot::Kind::kPeer) {
         const Rank p = res.peer(s, r);
         key.push_back(p == kNone ? -1 : colour[p]);
@@ -148,25 +128,29 @@ int count_colours(const std::vector<std::int32_t>& c) {
 
 }  // namespace
 
-std::vector<std::vector<int>> slots_used_by_role(const ExecutionGraph& g) {
-  std::vector<std::vector<int>> used(g.roles.size());
+SlotUse slots_used_by_role(const ExecutionGraph& g) {
+  SlotUse use;
+  use.all.resize(g.roles.size());
+  use.peers.resize(g.roles.size());
   for (std::size_t i = 0; i < g.roles.size(); ++i) {
+    std::vector<int>& all = use.all[i];
     for (const Op& op : g.roles[i].ops)
-      if (is_communication(op.kind)) used[i].push_back(op.ref);
-    std::sort(used[i].begin(), used[i].end());
-    used[i].erase(std::unique(used[i].begin(), used[i].end()), used[i].end());
+      if (is_communication(op.kind)) all.push_back(op.ref);
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    for (int s : all)
+      if (g.slots[s].kind == CommSlot::Kind::kPeer) use.peers[i].push_back(s);
   }
-  return used;
+  return use;
 }
 
-FoldPlan plan_folding(const ExecutionGraph& g, bool fold) {
+FoldPlan plan_folding(const ExecutionGraph& g, const SlotUse& used, bool fold) {
   FoldPlan plan;
   const int n = g.world_size();
   if (!fold) {
     plan.class_of_rank.resize(n);
     std::iota(plan.class_of_rank.begin(), plan.class_of_rank.end(), 0);
   } else {
-    const auto used = slots_used_by_role(g);
     std::vector<std::int32_t> colour = initial_colours(g, used);
     // Each round either splits a class or reaches the fixpoint. A difference
     // spreads one hop per round, so a long chain (a ring of thousands of

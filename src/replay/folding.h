@@ -33,11 +33,18 @@ struct FoldPlan {
   int num_classes() const { return static_cast<int>(representative.size()); }
 };
 
+// The slots each role's ops use, derived once and shared with the engine.
+struct SlotUse {
+  std::vector<std::vector<int>> all;    // per role: ascending, unique
+  std::vector<std::vector<int>> peers;  // per role: the peer slots among `all`
+};
+SlotUse slots_used_by_role(const ExecutionGraph& g);
+
 // Identity plan (every rank its own class) when `fold` is false, or when the
 // refinement has not reached its fixpoint after kMaxRefinementRounds.
-FoldPlan plan_folding(const ExecutionGraph& g, bool fold);
-
-// Slots used by each role (sorted, unique), a helper shared with the engine.
-std::vector<std::vector<int>> slots_used_by_role(const ExecutionGraph& g);
+FoldPlan plan_folding(const ExecutionGraph& g, const SlotUse& used, bool fold);
+inline FoldPlan plan_folding(const ExecutionGraph& g, bool fold) {
+  return plan_folding(g, slots_used_by_role(g), fold);
+}
 
 }  // namespace prism

@@ -15,15 +15,7 @@ CollectiveRendezvous::CollectiveRendezvous(int slot, std::vector<std::int32_t> m
       ring_(4) {}
 
 void CollectiveRendezvous::set_layout(const Layout& layout) {
-  std::vector<int> nodes;
-  for (Rank r : real_ranks_) nodes.push_back(layout.node_of(r));
-  std::sort(nodes.begin(), nodes.end());
-  num_nodes_ = 0;
-  max_ranks_per_node_ = 0;
-  for (std::size_t i = 0, run = 0; i < nodes.size(); ++i) {
-    if (i == 0 || nodes[i] != nodes[i - 1]) ++num_nodes_, run = 0;
-    max_ranks_per_node_ = std::max(max_ranks_per_node_, static_cast<int>(++run));
-  }
+  geometry_ = group_geometry(layout, real_ranks_);
 }
 
 const CollectiveRendezvous::Pending& CollectiveRendezvous::slot_for(std::int64_t seq) const {

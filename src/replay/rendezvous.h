@@ -33,8 +33,8 @@ class CollectiveRendezvous {
   int slot() const { return slot_; }
   const std::vector<std::int32_t>& members() const { return members_; }
   const std::vector<Rank>& real_ranks() const { return real_ranks_; }
-  int num_nodes() const { return num_nodes_; }
-  int max_ranks_per_node() const { return max_ranks_per_node_; }
+  int num_nodes() const { return geometry_.num_nodes; }
+  int max_ranks_per_node() const { return geometry_.max_ranks_per_node; }
   int multiplicity() const { return multiplicity_; }
 
   // Records arrival `a` at collective number `seq`; returns true when all
@@ -61,8 +61,7 @@ class CollectiveRendezvous {
   std::vector<std::int32_t> members_;
   std::vector<Rank> real_ranks_;
   int multiplicity_;
-  int num_nodes_ = 1;
-  int max_ranks_per_node_ = 1;
+  GroupGeometry geometry_{0, 1, 1};  // set by set_layout()
   // Ring of collectives in progress: a member can be ahead of another by at
   // most one collective per stream, so the ring stays small.
   std::vector<Pending> ring_;

@@ -1,5 +1,7 @@
 #include "graph/layout.h"
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace prism {
@@ -55,6 +57,15 @@ TEST(LayoutTest, FindDim) {
   EXPECT_EQ(l.find_dim("tp"), 0);
   EXPECT_EQ(l.find_dim("pp"), 2);
   EXPECT_EQ(l.find_dim("cp"), -1);
+}
+
+TEST(LayoutTest, GroupGeometryCountsNodesAndTheFullestOne) {
+  const Layout l(16, {{"rank", 16}}, 4);
+  const std::vector<Rank> spread{0, 1, 4, 9, 10, 11};  // nodes 0, 0, 1, 2, 2, 2
+  EXPECT_EQ(group_geometry(l, spread), (GroupGeometry{6, 3, 3}));
+  const std::vector<Rank> one{5};
+  EXPECT_EQ(group_geometry(l, one), (GroupGeometry{1, 1, 1}));
+  EXPECT_EQ(group_geometry(l, {}), (GroupGeometry{0, 0, 0}));
 }
 
 }  // namespace
