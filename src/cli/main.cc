@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/collective_command.h"
 #include "cli/replay_command.h"
 #include "cli/validate_command.h"
 
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "prism " PRISM_VERSION);
   app.require_subcommand(1);
   const prism::ReplayCommand replay(app);
+  const prism::CollectiveCommand collective(app);
   const prism::ValidateCommand validate(app);
   try {
     app.parse(argc, argv);
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
   try {
     if (replay.selected()) return finish(replay.run());
     if (validate.selected()) return finish(validate.run());
+    if (collective.selected()) return finish(collective.run());
   } catch (const std::exception& e) {  // e.g. out of memory: still one error line
     return fail(e.what());
   }

@@ -1,0 +1,82 @@
+#include "net/cluster_yaml.h"
+
+#include <gtest/gtest.h>
+
+namespace prism {
+namespace {
+
+TEST(ClusterYaml, PresetWithOverridesAndSize) {
+  Result<ClusterSpec> c = parse_cluster_yaml(
+      "preset: dgx-h100\nname: pod\nnetwork:\n  nic_Gbps: 200\nfabric: {oversubscription: 2}\n"
+      "num_gpus: 1024\n",
+      "c.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->name, "pod");
+  EXPECT_DOUBLE_EQ(c->nic_Gbps, 200);
+  EXPECT_DOUBLE_EQ(c->oversubscription, 2);
+  EXPECT_EQ(c->num_nodes, 128);
+  EXPECT_TRUE(c->nvls);  // from the preset
+}
+
+TEST(ClusterYaml, CustomWithoutPresetTakesNvlinkFromArch) {
+  Result<ClusterSpec> c = parse_cluster_yaml(
+      "gpu: {arch: ampere}\nnode: {gpus: 4, nvlink_links: 12, pcie_GBps: 24}\n"
+      "network: {nics_per_node: 4, nic_Gbps: 100}\nnum_nodes: 2\n",
+      "c.yaml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->name, "custom");
+  EXPECT_DOUBLE_EQ(c->nvlink_link_GBps, 20.0);
+  EXPECT_EQ(c->num_gpus(), 8);
+}
+
+struct BadCase {
+  const char* text;
+  const char* message;
+};
+
+class ClusterYamlErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ClusterYamlErrors, NameTheFieldAndLine) {
+  Result<ClusterSpec> c = parse_cluster_yaml(GetParam().text, "c.yaml");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().message(), GetParam().message);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ClusterYamlErrors,
+    ::testing::Values(
+        BadCase{"preset: dgx-h100\nnode: {gpus: 8, nvlinks: 3}\n",
+                "c.yaml:2:17: node.nvlinks: unknown field (fields of node: gpus, nvlink_links, "
+                "nvlink_link_GBps, nvls, pcie_GBps, cpu_vendor)"},
+        BadCase{"preset: dgx-h100\nnetwork:\n  nic_Gbps: fast\n",
+                "c.yaml:3:13: network.nic_Gbps: expected a number (got \"fast\")"},
+        BadCase{"preset: dgx-h100\nnetwork:\n  nic_Gbps: -5\n",
+                "c.yaml:3:13: network.nic_Gbps: must be > 0 and at most 100000 (got -5)"},
+        BadCase{"preset: dgx-q\n",
+                "c.yaml:1:9: preset: unknown cluster preset \"dgx-q\" (presets: dgx-a100, "
+                "dgx-h100, hgx-h200, dgx-b200)"},
+        BadCase{"preset: dgx-h100\ngpu: {arch: pascal}\n",
+                "c.yaml:2:13: gpu.arch: unknown value \"pascal\" (values: volta, ampere, hopper, "
+                "blackwell)"},
+        BadCase{"preset: dgx-h100\nnum_gpus: 12\n",
+                "c.yaml:2:11: num_gpus: 12 is not a whole number of 8-GPU nodes"},
+        BadCase{"preset: dgx-h100\nnum_gpus: 16\nnum_nodes: 2\n",
+                "c.yaml: give num_gpus or num_nodes, not both"},
+        BadCase{"preset: dgx-h100\nfabric: 3\n", "c.yaml:2:9: fabric: expected a mapping"},
+        BadCase{"- 1\n- 2\n", "c.yaml:1:1: the cluster spec must be a mapping"},
+        BadCase{"node: {gpus: [1\n", "c.yaml:2:1: malformed YAML: end of sequence flow not found"},
+        BadCase{"speed: 3\n",
+                "c.yaml:1:1: speed: unknown field (fields: preset, name, gpu, node, network, "
+                "fabric, num_gpus, num_nodes)"}));
+
+TEST(ClusterYaml, ResolveRejectsNonPresetNonFile) {
+  Result<ClusterSpec> c = resolve_cluster("dgx-h900");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().message(),
+            "cluster \"dgx-h900\" is neither a preset (dgx-a100, dgx-h100, hgx-h200, dgx-b200) nor "
+            "a .yaml file");
+  EXPECT_FALSE(resolve_cluster("/nonexistent/c.yaml").is_ok());
+}
+
+}  // namespace
+}  // namespace prism
