@@ -19,7 +19,8 @@
 #include "graph/graph_json.h"
 #include "graph/rank_list.h"
 #include "mem/memory_model.h"
-#include "net/alpha_beta.h"
+#include "net/cluster_yaml.h"
+#include "net/flow_network.h"
 #include "replay/replay.h"
 #include "report/chrome_trace.h"
 #include "report/report_json.h"
@@ -88,22 +89,28 @@ bool same_file(const std::string& a, const std::string& b) {
   return !ec_a && !ec_b && ca == cb;
 }
 
-struct ModelParams {
-  AlphaBetaParams net;
-  RooflineParams compute;
-};
+// The cluster the graph runs on: the spec sized to the graph's nodes. A
+// graph may use fewer GPUs per node than the nodes have (and their NICs).
+Result<ClusterSpec> cluster_for(const std::string& name, const ExecutionGraph& g) {
+  PRISM_ASSIGN_OR_RETURN(ClusterSpec c, resolve_cluster(name));
+  const int gpn = g.layout.gpus_per_node();
+  if (gpn > c.gpus_per_node)
+    return Status::invalid_argument(
+        fmt::format("--cluster {}: the graph places {} GPUs per node, the cluster's nodes have {}",
+                    c.name, gpn, c.gpus_per_node));
+  c.nics_per_node = std::max(1, c.nics_per_node * gpn / c.gpus_per_node);
+  c.gpus_per_node = gpn;
+  Status s = size_cluster(&c, 0, g.layout.num_nodes());
+  if (!s.is_ok()) return s.with_context(fmt::format("--cluster {}", c.name));
+  return c;
+}
 
 }  // namespace
 
 ReplayCommand::ReplayCommand(CLI::App& parent)
     : app_(
           parent.add_subcommand("replay", "Replay an execution graph and report where time goes")) {
-  const AlphaBetaParams net;
   const RooflineParams compute;
-  intra_node_bw_gbps_ = static_cast<double>(net.intra_node_bw.bytes_per_s) / 1e9;
-  inter_node_bw_gbps_ = static_cast<double>(net.inter_node_bw.bytes_per_s) / 1e9;
-  intra_node_latency_us_ = static_cast<double>(net.intra_node_latency.ns) / 1e3;
-  inter_node_latency_us_ = static_cast<double>(net.inter_node_latency.ns) / 1e3;
   gpu_tflops_ = compute.peak_flops / 1e12;
   hbm_bw_gbps_ = static_cast<double>(compute.hbm_bw.bytes_per_s) / 1e9;
 
@@ -123,16 +130,14 @@ ReplayCommand::ReplayCommand(CLI::App& parent)
       ->needs(trace);
   app_->add_flag("--no-fold", no_fold_,
                  "Simulate every rank instead of one per class of identical ranks");
-  app_->add_option("--intra-node-bw", intra_node_bw_gbps_, "NVLink bus bandwidth, GB/s")
+  app_->add_option("--cluster", cluster_,
+                   "Cluster preset (dgx-a100, dgx-h100, hgx-h200, dgx-b200) or YAML file")
+      ->type_name("NAME|FILE")
       ->capture_default_str();
-  app_->add_option("--inter-node-bw", inter_node_bw_gbps_, "Network bus bandwidth per GPU, GB/s")
-      ->capture_default_str();
-  app_->add_option("--intra-node-latency-us", intra_node_latency_us_,
-                   "NVLink latency per collective step, microseconds")
-      ->capture_default_str();
-  app_->add_option("--inter-node-latency-us", inter_node_latency_us_,
-                   "Network latency per collective step, microseconds")
-      ->capture_default_str();
+  app_->add_option("--nccl-algo", nccl_algo_, "Allowed algorithms, NCCL_ALGO syntax")
+      ->type_name("LIST");
+  app_->add_option("--nccl-proto", nccl_proto_, "Allowed protocols, NCCL_PROTO syntax")
+      ->type_name("LIST");
   app_->add_option("--gpu-tflops", gpu_tflops_, "GPU peak dense throughput, TFLOP/s")
       ->capture_default_str();
   app_->add_option("--hbm-bw", hbm_bw_gbps_, "GPU memory bandwidth, GB/s")->capture_default_str();
@@ -143,19 +148,13 @@ bool ReplayCommand::selected() const {
 }
 
 Result<int> ReplayCommand::run() const {
-  ModelParams p;
-  PRISM_ASSIGN_OR_RETURN(p.net.intra_node_bw.bytes_per_s,
-                         to_model_units("--intra-node-bw", intra_node_bw_gbps_, 1e9));
-  PRISM_ASSIGN_OR_RETURN(p.net.inter_node_bw.bytes_per_s,
-                         to_model_units("--inter-node-bw", inter_node_bw_gbps_, 1e9));
-  PRISM_ASSIGN_OR_RETURN(p.net.intra_node_latency.ns,
-                         to_model_units("--intra-node-latency-us", intra_node_latency_us_, 1e3));
-  PRISM_ASSIGN_OR_RETURN(p.net.inter_node_latency.ns,
-                         to_model_units("--inter-node-latency-us", inter_node_latency_us_, 1e3));
+  RooflineParams compute_params;
   PRISM_ASSIGN_OR_RETURN(std::int64_t flops, to_model_units("--gpu-tflops", gpu_tflops_, 1e12));
-  p.compute.peak_flops = static_cast<double>(flops);
-  PRISM_ASSIGN_OR_RETURN(p.compute.hbm_bw.bytes_per_s,
+  compute_params.peak_flops = static_cast<double>(flops);
+  PRISM_ASSIGN_OR_RETURN(compute_params.hbm_bw.bytes_per_s,
                          to_model_units("--hbm-bw", hbm_bw_gbps_, 1e9));
+  PRISM_ASSIGN_OR_RETURN(const NcclSelection selection,
+                         NcclSelection::parse(nccl_algo_, nccl_proto_));
 
   for (const char* flag : {"--report", "--trace"}) {
     const CLI::Option* opt = app_->get_option(flag);
@@ -180,9 +179,10 @@ Result<int> ReplayCommand::run() const {
                            parse_trace_ranks(given ? trace_ranks_ : "0", g.world_size()));
   }
 
+  PRISM_ASSIGN_OR_RETURN(const ClusterSpec cluster, cluster_for(cluster_, g));
   progress(fmt::format("replaying {} ranks...", g.world_size()));
-  AlphaBetaModel network(p.net);
-  RooflineModel compute(p.compute);
+  FlowNetwork network(cluster, selection);
+  RooflineModel compute(compute_params);
   CountingMemoryModel memory;
   PRISM_ASSIGN_OR_RETURN(const ReplayResult result,
                          replay(g, options, ReplayModels{&network, &compute, &memory}));

@@ -1,5 +1,6 @@
-// `prism replay GRAPH`: replays an execution graph with the placeholder
-// models (alpha-beta network, roofline compute, counting memory), prints the
+// `prism replay GRAPH`: replays an execution graph over a cluster (the
+// NCCL-faithful network with bandwidth sharing, net/flow_network.h; roofline
+// compute and counting memory placeholders), prints the
 // summary to stdout and writes the JSON report and the Chrome/Perfetto trace
 // when asked. Exit status 0 when the replay completed, kExitDeadlock when it
 // deadlocked (the summary and report are still written); bad input is an
@@ -34,10 +35,9 @@ class ReplayCommand {
   std::string trace_path_;
   std::string trace_ranks_;
   bool no_fold_ = false;
-  double intra_node_bw_gbps_;
-  double inter_node_bw_gbps_;
-  double intra_node_latency_us_;
-  double inter_node_latency_us_;
+  std::string cluster_ = "dgx-h100";
+  std::string nccl_algo_;
+  std::string nccl_proto_;
   double gpu_tflops_;
   double hbm_bw_gbps_;
 };

@@ -42,9 +42,15 @@ class NetworkModel {
   virtual TransferId start(const Transfer& t, SimTime now) = 0;
   // Earliest completion among transfers in flight, SimTime::never() if none.
   virtual SimTime next_completion() const = 0;
-  // Removes the transfers completing at `t` == next_completion() and appends
-  // their ids, in the order they were started.
+  // Advances to `t` == next_completion(), removes the transfers completing
+  // at `t` and appends their ids, in the order they were started. A model
+  // may have events of its own (a transfer ending its latency and starting
+  // to move data), so `done` may stay empty.
   virtual void take_completed(SimTime t, std::vector<TransferId>* done) = 0;
+  // Whether folded replay gives the same times as unfolded: true when the
+  // copies a folded transfer stands for (Transfer::multiplicity) never share
+  // a resource with it. The replay unfolds when this is false.
+  virtual bool folding_exact() const { return true; }
 };
 
 }  // namespace prism
