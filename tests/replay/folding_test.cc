@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "net/flow_network.h"
+
 #include "test_graphs.h"
 
 namespace prism {
@@ -212,6 +214,45 @@ TEST(FoldingTest, PropertyFoldedEqualsUnfolded) {
     const AlphaBetaParams net = testing::unit_network(static_cast<std::int64_t>(trial % 7) * 10);
     auto folded = run(g, true, traced, net);
     auto unfolded = run(g, false, traced, net);
+    ASSERT_EQ(folded.outcome, ReplayResult::Outcome::kCompleted);
+    expect_equal_results(folded, unfolded);
+  }
+}
+
+// The same property over the flow-level network on a DGX H100 cluster, where
+// transfers in flight share NVLink and NIC bandwidth: folding still changes
+// nothing (folded copies use other GPUs' links).
+ReplayResult run_flow(const ExecutionGraph& g, bool fold, std::vector<Rank> traced) {
+  ClusterSpec c = *cluster_preset("dgx-h100");
+  c.gpus_per_node = g.layout.gpus_per_node();
+  c.nics_per_node = c.gpus_per_node;
+  EXPECT_TRUE(size_cluster(&c, 0, g.layout.num_nodes()).is_ok());
+  FlowNetwork network(c);
+  RooflineModel compute;
+  CountingMemoryModel memory;
+  ReplayOptions opts;
+  opts.fold = fold;
+  opts.trace_ranks = std::move(traced);
+  Result<ReplayResult> r = replay(g, opts, ReplayModels{&network, &compute, &memory});
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return std::move(r).value();
+}
+
+TEST(FoldingTest, PropertyFoldedEqualsUnfoldedWithBandwidthSharing) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 30; ++trial) {
+    Shape s{1 + static_cast<int>(rng() % 4),
+            1 + static_cast<int>(rng() % 3),
+            1 + static_cast<int>(rng() % 4),
+            1 + static_cast<int>(rng() % 3),
+            1 << (rng() % 4),
+            {}};
+    const int world = s.tp * s.dp * s.pp;
+    auto g = gpipe(s, rng());
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": tp " << s.tp << " dp " << s.dp
+                                      << " pp " << s.pp << " gpn " << s.gpus_per_node);
+    auto folded = run_flow(g, true, {0, world - 1});
+    auto unfolded = run_flow(g, false, {0, world - 1});
     ASSERT_EQ(folded.outcome, ReplayResult::Outcome::kCompleted);
     expect_equal_results(folded, unfolded);
   }
