@@ -234,7 +234,6 @@ void FlowNetwork::take_completed(SimTime t, std::vector<TransferId>* done) {
     completions_.pop();
     InFlight& f = in_flight_.at(id);
     solver_.remove_flow(f.flow);
-    by_flow_.erase(f.flow);
     in_flight_.erase(id);
     done->push_back(id);
     changed = true;
@@ -251,6 +250,7 @@ void FlowNetwork::take_completed(SimTime t, std::vector<TransferId>* done) {
     }
     f.flow = solver_.add_flow(f.demands);
     f.last_update = t;
+    if (by_flow_.size() <= static_cast<std::size_t>(f.flow)) by_flow_.resize(f.flow + 1);
     by_flow_[f.flow] = id;
     if (f.demands.empty()) {  // nothing shared: runs at solo speed
       f.rate = 1;
@@ -268,7 +268,7 @@ void FlowNetwork::rerate(SimTime now) {
   touched_.clear();
   solver_.solve(&touched_);
   for (MaxMinSolver::FlowId fid : touched_) {
-    InFlight& f = in_flight_.at(by_flow_.at(fid));
+    InFlight& f = in_flight_.at(by_flow_[fid]);
     f.remaining =
         std::max(0.0, f.remaining - f.rate * static_cast<double>((now - f.last_update).ns));
     f.last_update = now;
@@ -278,7 +278,19 @@ void FlowNetwork::rerate(SimTime now) {
     const SimTime end = left >= static_cast<double>(kMaxOpDuration.ns)
                             ? now + kMaxOpDuration
                             : now + SimTime{static_cast<std::int64_t>(left)};
-    completions_.emplace(max(end, now), by_flow_.at(fid), ++f.version);
+    completions_.emplace(max(end, now), by_flow_[fid], ++f.version);
+  }
+  // Re-rated flows leave stale entries behind; rebuild before they pile up.
+  if (completions_.size() > 4 * in_flight_.size() + 1024) {
+    MinHeap fresh;
+    while (!completions_.empty()) {
+      const Entry e = completions_.top();
+      completions_.pop();
+      auto it = in_flight_.find(std::get<1>(e));
+      if (it != in_flight_.end() && it->second.flow >= 0 && it->second.version == std::get<2>(e))
+        fresh.push(e);
+    }
+    completions_ = std::move(fresh);
   }
   drop_stale();
 }

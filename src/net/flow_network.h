@@ -81,9 +81,9 @@ class FlowNetwork final : public NetworkModel {
 
   TransferId next_id_ = 0;
   std::unordered_map<TransferId, InFlight> in_flight_;
-  std::unordered_map<MaxMinSolver::FlowId, TransferId> by_flow_;
-  MinHeap latent_;               // (end of latency, id, 0)
-  mutable MinHeap completions_;  // (projected end, id, version); stale entries skipped
+  std::vector<TransferId> by_flow_;  // per solver flow id
+  MinHeap latent_;                   // (end of latency, id, 0)
+  mutable MinHeap completions_;      // (projected end, id, version); stale entries skipped
   std::vector<MaxMinSolver::FlowId> touched_;
 };
 
