@@ -141,7 +141,6 @@ Status validate_cluster(const ClusterSpec& c) {
   PRISM_RETURN_IF_ERROR(check_range("fabric.nodes_per_leaf", c.nodes_per_leaf, 1, 1 << 16));
   PRISM_RETURN_IF_ERROR(check_range("fabric.leaves_per_pod", c.leaves_per_pod, 1, 1 << 16));
   PRISM_RETURN_IF_ERROR(check_range("fabric.oversubscription", c.oversubscription, 1, 1024));
-  PRISM_RETURN_IF_ERROR(check_range("fabric.switch_latency_us", c.switch_latency_us, 0, 1e6));
   PRISM_RETURN_IF_ERROR(check_range("num_nodes", c.num_nodes, 1, kMaxNodes));
   const std::int64_t leaf_groups = (c.num_nodes + c.nodes_per_leaf - 1) / c.nodes_per_leaf;
   if (c.fabric_tiers == 1 && leaf_groups > 1)

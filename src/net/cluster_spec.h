@@ -52,7 +52,6 @@ struct ClusterSpec {
   int nodes_per_leaf = 32;  // nodes under one leaf group (one leaf per rail when rail-optimized)
   int leaves_per_pod = 32;  // tier 3: leaf groups under one spine group
   double oversubscription = 1.0;  // down:up bandwidth at each tier above the leaf, >= 1
-  double switch_latency_us = 0;   // added per switch hop beyond the first
 
   // Size.
   int num_nodes = 1;

@@ -113,7 +113,6 @@ const std::vector<Field>& fields() {
       int_field("fabric", "nodes_per_leaf", &ClusterSpec::nodes_per_leaf),
       int_field("fabric", "leaves_per_pod", &ClusterSpec::leaves_per_pod),
       double_field("fabric", "oversubscription", &ClusterSpec::oversubscription),
-      double_field("fabric", "switch_latency_us", &ClusterSpec::switch_latency_us),
   };
   return kFields;
 }

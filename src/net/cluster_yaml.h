@@ -6,8 +6,7 @@
 //   node: {gpus: 8, nvlink_links: 18, nvlink_link_GBps: 20.6, nvls: true, pcie_GBps: 48,
 //         cpu_vendor: intel}
 //   network: {nics_per_node: 8, nic_Gbps: 400, latency_us: 0, rail_optimized: true}
-//   fabric: {tiers: 2, nodes_per_leaf: 32, leaves_per_pod: 32, oversubscription: 1,
-//            switch_latency_us: 0}
+//   fabric: {tiers: 2, nodes_per_leaf: 32, leaves_per_pod: 32, oversubscription: 1}
 //   num_gpus: 1024            # or num_nodes
 //
 // Unknown fields, wrong types and invalid values are rejected with
