@@ -26,9 +26,6 @@ constexpr std::array<std::pair<CpuVendor, std::string_view>, 3> kCpuNames{{
 // NCCL counts an NVLink by its generation's constant, not by the link's line
 // rate (src/graph/topo.h: SM80_NVLINK_BW 20.0, SM90_NVLINK_BW 20.6,
 // SM100_NVLINK_BW 40.0 GB/s, NCCL 2.26 per link and direction).
-constexpr double kNvlink3LinkGBps = 20.0;
-constexpr double kNvlink4LinkGBps = 20.6;
-constexpr double kNvlink5LinkGBps = 40.0;
 
 // Sources in docs/collectives.md ("Cluster presets").
 ClusterSpec dgx_a100() {
@@ -37,7 +34,7 @@ ClusterSpec dgx_a100() {
   c.gpu_model = "A100-SXM4-80GB";
   c.arch = GpuArch::kAmpere;
   c.nvlink_links = 12;
-  c.nvlink_link_GBps = kNvlink3LinkGBps;
+  c.nvlink_link_GBps = nccl_nvlink_link_GBps(c.arch);
   c.nvls = false;
   c.pcie_GBps = 24;                // PCIe Gen4 x16
   c.cpu_vendor = CpuVendor::kAmd;  // 2x AMD EPYC 7742
@@ -52,7 +49,7 @@ ClusterSpec dgx_h100() {
   c.gpu_model = "H100-SXM5-80GB";
   c.arch = GpuArch::kHopper;
   c.nvlink_links = 18;
-  c.nvlink_link_GBps = kNvlink4LinkGBps;
+  c.nvlink_link_GBps = nccl_nvlink_link_GBps(c.arch);
   c.nvls = true;
   c.pcie_GBps = 48;                  // PCIe Gen5 x16
   c.cpu_vendor = CpuVendor::kIntel;  // 2x Xeon Platinum 8480C
@@ -74,7 +71,7 @@ ClusterSpec dgx_b200() {
   c.gpu_model = "B200-SXM-180GB";
   c.arch = GpuArch::kBlackwell;
   c.nvlink_links = 18;
-  c.nvlink_link_GBps = kNvlink5LinkGBps;
+  c.nvlink_link_GBps = nccl_nvlink_link_GBps(c.arch);
   c.nvls = true;
   c.pcie_GBps = 48;                  // PCIe Gen5 x16
   c.cpu_vendor = CpuVendor::kIntel;  // 2x Xeon Platinum 8570
@@ -106,6 +103,19 @@ std::string_view to_string(GpuArch a) {
 }
 std::string_view to_string(CpuVendor v) {
   return internal::enum_name(v, kCpuNames);
+}
+
+double nccl_nvlink_link_GBps(GpuArch a) {
+  switch (a) {
+    case GpuArch::kVolta:
+    case GpuArch::kAmpere:
+      return 20.0;
+    case GpuArch::kHopper:
+      return 20.6;
+    case GpuArch::kBlackwell:
+      return 40.0;
+  }
+  return 20.0;
 }
 
 const std::vector<std::string_view>& cluster_preset_names() {

@@ -18,6 +18,10 @@
 
 namespace prism {
 
+// Sustained fraction of a NIC's line rate that transfers reach (nccl-tests
+// sendrecv over one 400 Gb/s NDR NIC: 46-49 GB/s of 50).
+inline constexpr double kNicGoodput = 0.96;
+
 // The GPU generation NCCL's tuner indexes its tables by (compute capability
 // 7.x, 8.x, 9.x, 10.x).
 enum class GpuArch : std::uint8_t { kVolta, kAmpere, kHopper, kBlackwell };
@@ -27,6 +31,8 @@ enum class CpuVendor : std::uint8_t { kIntel, kAmd, kArm };
 
 std::string_view to_string(GpuArch a);
 std::string_view to_string(CpuVendor v);
+// NCCL's bandwidth of one NVLink of this generation, per direction, GB/s.
+double nccl_nvlink_link_GBps(GpuArch a);
 
 struct ClusterSpec {
   std::string name;
@@ -59,6 +65,7 @@ struct ClusterSpec {
   int num_gpus() const { return num_nodes * gpus_per_node; }
   double nvlink_GBps() const { return nvlink_links * nvlink_link_GBps; }
   double nic_GBps() const { return nic_Gbps / 8.0; }
+  double nic_goodput_GBps() const { return nic_GBps() * kNicGoodput; }
   int rail_of_gpu(int local_gpu) const { return local_gpu * nics_per_node / gpus_per_node; }
 };
 

@@ -170,26 +170,13 @@ class Parser {
       }
       PRISM_RETURN_IF_ERROR(set(root, "", key, v, &c));
     }
-    if (!nvlink_given && !root["preset"]) c.nvlink_link_GBps = default_nvlink_link_GBps(c.arch);
+    if (!nvlink_given && !root["preset"]) c.nvlink_link_GBps = nccl_nvlink_link_GBps(c.arch);
     Status s = size_cluster(&c, num_gpus, num_nodes);
     if (!s.is_ok()) return locate(s);
     return c;
   }
 
  private:
-  static double default_nvlink_link_GBps(GpuArch a) {
-    switch (a) {
-      case GpuArch::kVolta:
-      case GpuArch::kAmpere:
-        return 20.0;
-      case GpuArch::kHopper:
-        return 20.6;
-      case GpuArch::kBlackwell:
-        return 40.0;
-    }
-    return 20.0;
-  }
-
   Status section(const std::string& name, const YAML::Node& node, ClusterSpec* c) {
     if (!node.IsMap()) return error(node.Mark(), name, "expected a mapping");
     for (const auto& kv : node) {

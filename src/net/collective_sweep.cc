@@ -29,21 +29,6 @@ std::string squash(std::string_view s) {  // "All_Reduce" -> "allreduce"
   return out;
 }
 
-// Bus bandwidth factor of nccl-tests for `n` ranks.
-double bus_factor(SweepOp op, int n) {
-  if (op.send_recv) return 1.0;
-  switch (op.collective) {
-    case CollectiveKind::kAllReduce:
-      return 2.0 * (n - 1) / n;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-      return static_cast<double>(n - 1) / n;
-    default:
-      return 1.0;
-  }
-}
-
 // Whether nccl-tests divides the size among ranks (count is per rank).
 bool per_rank_count(SweepOp op) {
   return !op.send_recv && (op.collective == CollectiveKind::kAllGather ||
@@ -143,7 +128,7 @@ Result<std::vector<SweepRow>> run_sweep(const NcclTuner& tuner, const SweepOptio
     r.channels = cost->channels;
     if (r.time.ns > 0) {
       r.algbw_GBps = static_cast<double>(r.bytes) / static_cast<double>(r.time.ns);
-      r.busbw_GBps = r.algbw_GBps * bus_factor(o.op, n);
+      r.busbw_GBps = r.algbw_GBps * (o.op.send_recv ? 1.0 : nccl_bus_factor(o.op.collective, n));
     }
     rows.push_back(r);
     if (size > o.max_bytes / o.step_factor) break;

@@ -7,29 +7,6 @@
 #include "util/check.h"
 
 namespace prism {
-namespace {
-
-// Sustained fraction of a NIC's line rate (as in the tuner's send/recv).
-constexpr double kNetGoodput = 0.96;
-
-double bus_factor(CollectiveKind k, double n) {
-  switch (k) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kBarrier:
-      return 2.0 * (n - 1) / n;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-      return (n - 1) / n;
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce:
-      return 1.0;
-  }
-  return 1.0;
-}
-
-}  // namespace
-
 FlowNetwork::FlowNetwork(const ClusterSpec& cluster, NcclSelection selection)
     : cluster_(cluster), tuner_(cluster, selection) {
   build_resources();
@@ -39,7 +16,7 @@ void FlowNetwork::build_resources() {
   const ClusterSpec& c = cluster_;
   const int gpus = c.num_gpus();
   const int nics = c.num_nodes * c.nics_per_node;
-  const double nic_cap = c.nic_GBps() * kNetGoodput;
+  const double nic_cap = c.nic_goodput_GBps();
   nvl_base_ = solver_.num_resources();
   for (int i = 0; i < 2 * gpus; ++i) solver_.add_resource(c.nvlink_GBps());
   nic_base_ = solver_.num_resources();
@@ -152,7 +129,7 @@ std::vector<MaxMinSolver::Demand> FlowNetwork::demands(const Transfer& t,
         }
       }
     } else {
-      const double moved = bus_factor(t.collective, n) * bytes;
+      const double moved = nccl_bus_factor(t.collective, static_cast<int>(t.ranks.size())) * bytes;
       for (std::size_t i = 0; i < nodes.size(); ++i) {
         const std::vector<std::int32_t>& m = members[nodes[i]];
         const double k = static_cast<double>(m.size());

@@ -91,9 +91,6 @@ constexpr double kDupChannelsSm90Bw = 50.0;  // ...and, past Ampere with > 4 cha
 constexpr double kStopRatio = 0.49;          // lower speeds are tried while next / found > this
 // NCCL_P2P_LL_THRESHOLD: send/recv of at most this many bytes use LL.
 constexpr std::int64_t kP2pLLThreshold = 16384;
-// Sustained fraction of a NIC's line rate that transfers reach (nccl-tests
-// sendrecv over one 400 Gb/s NDR NIC: 46-49 GB/s of 50).
-constexpr double kNetGoodput = 0.96;
 
 int arch_index(GpuArch a) {
   return static_cast<int>(a);
@@ -165,6 +162,23 @@ NcclFunc func_of(CollectiveKind k) {
 }
 
 }  // namespace
+
+double nccl_bus_factor(CollectiveKind k, int n) {
+  const double d = n;
+  switch (k) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBarrier:
+      return 2.0 * (d - 1) / d;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return (d - 1) / d;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+      return 1.0;
+  }
+  return 1.0;
+}
 
 NcclTuner::NcclTuner(const ClusterSpec& cluster, NcclSelection selection)
     : cluster_(cluster), selection_(selection) {
@@ -402,7 +416,7 @@ CollectiveCost NcclTuner::point_to_point(Bytes bytes, bool same_node) const {
     bw = cluster_.nvlink_GBps();
   } else {
     lat += kHwLat[kHwNet][kRing][p] + cluster_.network_latency_us;
-    bw = cluster_.nic_GBps() * kNetGoodput;
+    bw = cluster_.nic_goodput_GBps();
   }
   if (p == kLL) bw /= 4;  // LL carries 8 bytes of data per 16-byte line... and flags
   c.latency = us_to_time(lat);
@@ -421,7 +435,7 @@ CollectiveCost NcclTuner::all_to_all(Bytes bytes, const CommGeometry& g) const {
   const double nvl_us = local_peers * chunk / (1000.0 * cluster_.nvlink_GBps());
   const double nic_share = std::max(1.0, static_cast<double>(g.max_ranks_per_node) *
                                              cluster_.nics_per_node / cluster_.gpus_per_node);
-  const double nic_bw = nic_share * cluster_.nic_GBps() * kNetGoodput / g.max_ranks_per_node;
+  const double nic_bw = nic_share * cluster_.nic_goodput_GBps() / g.max_ranks_per_node;
   const double net_us = remote_peers > 0 ? remote_peers * chunk / (1000.0 * nic_bw) : 0;
   double lat_net = g.num_nodes > 1 ? cluster_.network_latency_us : 0;
   const Hw hw = g.num_nodes > 1 ? kHwNet : kHwNvlink;

@@ -47,6 +47,11 @@ enum class NcclFunc : std::uint8_t { kBroadcast, kReduce, kAllGather, kReduceSca
 inline constexpr int kNumFuncs = 5;
 
 std::string_view to_string(NcclAlgo a);
+// nccl-tests' bus bandwidth factor for `k` over `n` ranks: 2(n-1)/n for
+// all-reduce (and barrier), (n-1)/n for all-gather, reduce-scatter and
+// all-to-all, 1 for broadcast and reduce. Also the bytes each rank moves per
+// byte of the collective's size.
+double nccl_bus_factor(CollectiveKind k, int n);
 std::string_view to_string(NcclProto p);
 
 // Ranks of a communicator and how they sit on nodes.

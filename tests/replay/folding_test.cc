@@ -29,6 +29,18 @@ struct Shape {
 // A GPipe-style step: all forwards, then all backwards, TP all-reduce per
 // micro-batch, PP send/recv between stages, and a DP all-reduce on a second
 // stream after the last backward. One role per stage, with per-stage costs.
+ExecutionGraph gpipe(const Shape& s, std::uint64_t seed);
+
+// tp 1-4, dp 1-3, pp 1-4, 1-3 micro-batches, 1-8 GPUs per node.
+Shape random_shape(std::mt19937_64& rng) {
+  return Shape{1 + static_cast<int>(rng() % 4),
+               1 + static_cast<int>(rng() % 3),
+               1 + static_cast<int>(rng() % 4),
+               1 + static_cast<int>(rng() % 3),
+               1 << (rng() % 4),
+               {}};
+}
+
 ExecutionGraph gpipe(const Shape& s, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   enum { kTp, kDp, kNext, kPrev };
@@ -192,12 +204,7 @@ TEST(FoldingTest, LongChainsGiveUpInsteadOfGoingQuadratic) {
 TEST(FoldingTest, PropertyFoldedEqualsUnfolded) {
   std::mt19937_64 rng(2026);
   for (int trial = 0; trial < 40; ++trial) {
-    Shape s{1 + static_cast<int>(rng() % 4),
-            1 + static_cast<int>(rng() % 3),
-            1 + static_cast<int>(rng() % 4),
-            1 + static_cast<int>(rng() % 3),
-            1 << (rng() % 4),
-            {}};
+    Shape s = random_shape(rng);
     const int world = s.tp * s.dp * s.pp;
     if (rng() % 2) {
       s.stragglers.push_back(RankOverride{static_cast<Rank>(rng() % world),
@@ -228,25 +235,13 @@ ReplayResult run_flow(const ExecutionGraph& g, bool fold, std::vector<Rank> trac
   c.nics_per_node = c.gpus_per_node;
   EXPECT_TRUE(size_cluster(&c, 0, g.layout.num_nodes()).is_ok());
   FlowNetwork network(c);
-  RooflineModel compute;
-  CountingMemoryModel memory;
-  ReplayOptions opts;
-  opts.fold = fold;
-  opts.trace_ranks = std::move(traced);
-  Result<ReplayResult> r = replay(g, opts, ReplayModels{&network, &compute, &memory});
-  EXPECT_TRUE(r.is_ok()) << r.status().message();
-  return std::move(r).value();
+  return testing::run_over(network, g, fold, std::move(traced));
 }
 
 TEST(FoldingTest, PropertyFoldedEqualsUnfoldedWithBandwidthSharing) {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 30; ++trial) {
-    Shape s{1 + static_cast<int>(rng() % 4),
-            1 + static_cast<int>(rng() % 3),
-            1 + static_cast<int>(rng() % 4),
-            1 + static_cast<int>(rng() % 3),
-            1 << (rng() % 4),
-            {}};
+    const Shape s = random_shape(rng);
     const int world = s.tp * s.dp * s.pp;
     auto g = gpipe(s, rng());
     SCOPED_TRACE(::testing::Message() << "trial " << trial << ": tp " << s.tp << " dp " << s.dp

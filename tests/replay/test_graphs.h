@@ -57,9 +57,9 @@ inline AlphaBetaParams unit_network(std::int64_t alpha = 0) {
   return p;
 }
 
-inline ReplayResult run(const ExecutionGraph& g, bool fold = true, std::vector<Rank> trace = {},
-                        AlphaBetaParams net = unit_network()) {
-  AlphaBetaModel network(net);
+// Replays `g` over `network` with the placeholder compute and memory models.
+inline ReplayResult run_over(NetworkModel& network, const ExecutionGraph& g, bool fold,
+                             std::vector<Rank> trace) {
   RooflineModel compute;
   CountingMemoryModel memory;
   ReplayOptions opts;
@@ -68,6 +68,12 @@ inline ReplayResult run(const ExecutionGraph& g, bool fold = true, std::vector<R
   Result<ReplayResult> r = replay(g, opts, ReplayModels{&network, &compute, &memory});
   EXPECT_TRUE(r.is_ok()) << r.status().message();
   return std::move(r).value();
+}
+
+inline ReplayResult run(const ExecutionGraph& g, bool fold = true, std::vector<Rank> trace = {},
+                        AlphaBetaParams net = unit_network()) {
+  AlphaBetaModel network(net);
+  return run_over(network, g, fold, std::move(trace));
 }
 
 inline bool same_times(const RankTimes& a, const RankTimes& b) {
