@@ -1,0 +1,1 @@
+#include "compute/gpu_spec.h"

@@ -1,0 +1,1 @@
+#include "compute/kernel.h"

@@ -1,0 +1,1 @@
+#include "compute/kernel_model.h"

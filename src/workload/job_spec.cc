@@ -1,0 +1,1 @@
+#include "workload/job_spec.h"

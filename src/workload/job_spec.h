@@ -1,0 +1,123 @@
+// JobSpec: one Megatron-style training job as a user would configure
+// Megatron-LM or NeMo. Field names are Megatron's argument names (without the
+// dashes), so values copy over from real configs. The YAML form
+// (workload/job_yaml.h, docs/job-spec.md) has four sections: model, training,
+// parallelism, cluster.
+//
+// The data-parallel size is not given: it follows from the GPU count,
+//   dp = num_gpus / (tp * pp * cp),
+// and, for the experts of MoE layers, expert_dp = num_gpus / (etp * ep * pp),
+// as Megatron-Core derives them.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/cluster_spec.h"
+#include "util/status.h"
+
+namespace prism {
+
+enum class Activation : std::uint8_t { kGelu, kSwiglu, kSquaredRelu };
+enum class Normalization : std::uint8_t { kLayerNorm, kRmsNorm };
+enum class Precision : std::uint8_t { kBf16, kFp8 };
+enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+
+std::string_view to_string(Activation a);
+std::string_view to_string(Normalization n);
+std::string_view to_string(Precision p);
+std::string_view to_string(Recompute r);
+
+struct ModelSpec {
+  std::string preset;  // the preset it started from, or empty
+  int num_layers = 0;
+  int hidden_size = 0;
+  int ffn_hidden_size = 0;  // 0: 4 * hidden_size
+  int num_attention_heads = 0;
+  int num_query_groups = 0;  // 0: num_attention_heads (multi-head attention)
+  int kv_channels = 0;       // 0: hidden_size / num_attention_heads
+  int vocab_size = 0;        // as trained (Megatron pads it to a multiple of 128 * tp)
+  Activation activation = Activation::kGelu;
+  Normalization normalization = Normalization::kLayerNorm;
+  bool untie_embeddings_and_output_weights = false;
+  // Mixture of experts; num_moe_experts == 0 is a dense model.
+  int num_moe_experts = 0;
+  int moe_router_topk = 2;
+  int moe_ffn_hidden_size = 0;                  // 0: ffn_hidden_size
+  int moe_shared_expert_intermediate_size = 0;  // 0: no shared expert
+
+  // Resolved values (defaults applied).
+  int ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  int query_groups() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
+  int head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
+  int moe_ffn() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn(); }
+  bool is_moe() const { return num_moe_experts > 0; }
+  bool gated() const { return activation == Activation::kSwiglu; }
+};
+
+struct TrainingSpec {
+  int seq_length = 2048;
+  int micro_batch_size = 1;
+  int global_batch_size = 0;  // 0: micro_batch_size * dp (one micro-batch per rank)
+  Precision precision = Precision::kBf16;
+  Recompute recompute = Recompute::kNone;
+  bool use_distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  // Gradient bucket size in parameters (Megatron's --ddp-bucket-size); 0:
+  // Megatron's default, max(40,000,000, 1,000,000 * dp).
+  std::int64_t bucket_size = 0;
+};
+
+struct ParallelSpec {
+  int tensor_model_parallel_size = 1;
+  bool sequence_parallel = false;
+  int pipeline_model_parallel_size = 1;
+  int virtual_pipeline_model_parallel_size = 1;  // model chunks per stage; 1: not interleaved
+  int context_parallel_size = 1;
+  int expert_model_parallel_size = 1;
+  int expert_tensor_parallel_size = 0;  // 0: tensor_model_parallel_size
+};
+
+struct JobSpec {
+  std::string name;  // from `name:` or the file name
+  ModelSpec model;
+  TrainingSpec training;
+  ParallelSpec parallelism;
+  ClusterSpec cluster;  // sized: cluster.num_gpus() == num_gpus rounded up to whole nodes
+  int num_gpus = 0;
+
+  int tp() const { return parallelism.tensor_model_parallel_size; }
+  int pp() const { return parallelism.pipeline_model_parallel_size; }
+  int vpp() const { return parallelism.virtual_pipeline_model_parallel_size; }
+  int cp() const { return parallelism.context_parallel_size; }
+  int ep() const { return parallelism.expert_model_parallel_size; }
+  int etp() const {
+    return parallelism.expert_tensor_parallel_size > 0 ? parallelism.expert_tensor_parallel_size
+                                                       : tp();
+  }
+  int dp() const { return num_gpus / (tp() * pp() * cp()); }
+  int expert_dp() const { return num_gpus / (etp() * ep() * pp()); }
+  int num_microbatches() const {
+    return training.global_batch_size / (training.micro_batch_size * dp());
+  }
+  std::int64_t bucket_params() const {
+    return training.bucket_size > 0 ? training.bucket_size
+                                    : std::max<std::int64_t>(40'000'000, 1'000'000LL * dp());
+  }
+};
+
+// Names of the model presets, in a fixed order (gpt3-175b, llama2-7b, ...).
+const std::vector<std::string_view>& model_preset_names();
+// A model preset, or not_found naming the presets.
+Result<ModelSpec> model_preset(std::string_view name);
+
+// Every impossible combination, with the reason and the fields involved
+// ("parallelism: num_attention_heads 96 is not divisible by
+// tensor_model_parallel_size 5"). Defaults must already be applied.
+Status validate_job(const JobSpec& job);
+
+}  // namespace prism

@@ -1,0 +1,1 @@
+#include "workload/megatron.h"

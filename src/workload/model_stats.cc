@@ -1,0 +1,1 @@
+#include "workload/model_stats.h"

@@ -1,0 +1,3 @@
+#include "compute/gpu_spec.h"
+
+#include <gtest/gtest.h>

@@ -1,0 +1,3 @@
+#include "compute/kernel_db.h"
+
+#include <gtest/gtest.h>

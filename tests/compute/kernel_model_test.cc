@@ -1,0 +1,3 @@
+#include "compute/kernel_model.h"
+
+#include <gtest/gtest.h>

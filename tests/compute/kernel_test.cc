@@ -1,0 +1,3 @@
+#include "compute/kernel.h"
+
+#include <gtest/gtest.h>

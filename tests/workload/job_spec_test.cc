@@ -1,0 +1,3 @@
+#include "workload/job_spec.h"
+
+#include <gtest/gtest.h>

@@ -1,0 +1,3 @@
+#include "workload/job_yaml.h"
+
+#include <gtest/gtest.h>

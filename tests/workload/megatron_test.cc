@@ -1,0 +1,3 @@
+#include "workload/megatron.h"
+
+#include <gtest/gtest.h>

@@ -1,0 +1,3 @@
+#include "workload/model_stats.h"
+
+#include <gtest/gtest.h>
