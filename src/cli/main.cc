@@ -10,6 +10,7 @@
 
 #include "cli/collective_command.h"
 #include "cli/replay_command.h"
+#include "cli/simulate_command.h"
 #include "cli/validate_command.h"
 
 namespace {
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
   const prism::ReplayCommand replay(app);
   const prism::CollectiveCommand collective(app);
   const prism::ValidateCommand validate(app);
+  const prism::SimulateCommand simulate(app);
+  const prism::BuildCommand build(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -61,6 +64,8 @@ int main(int argc, char** argv) {
     if (replay.selected()) return finish(replay.run());
     if (validate.selected()) return finish(validate.run());
     if (collective.selected()) return finish(collective.run());
+    if (simulate.selected()) return finish(simulate.run());
+    if (build.selected()) return finish(build.run());
   } catch (const std::exception& e) {  // e.g. out of memory: still one error line
     return fail(e.what());
   }

@@ -10,11 +10,10 @@
 #include <system_error>
 #include <vector>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/job_setup.h"
 #include "compute/compute_model.h"
 #include "graph/graph_json.h"
 #include "graph/rank_list.h"
@@ -29,12 +28,6 @@
 
 namespace prism {
 namespace {
-
-// Progress goes to stderr only when a person watches it, so that captured
-// output (golden tests, pipelines) stays the same from run to run.
-void progress(std::string_view line) {
-  if (::isatty(STDERR_FILENO)) fmt::print(stderr, "{}\n", line);
-}
 
 // `value` (in the option's unit) times `scale` as a positive integer of the
 // model's unit (bytes/s, ns), which must be at least 1.

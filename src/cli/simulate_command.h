@@ -1,0 +1,52 @@
+// `prism simulate JOB.yaml`: builds the job's graph (workload/megatron.h),
+// replays it on the job's cluster (NCCL-faithful flow network, kernel times
+// from the compute model and measured-kernel database) and prints iteration
+// time, throughput, MFU, the per-role breakdown and peak memory; writes the
+// JSON report, the Chrome/Perfetto trace and the kernel list when asked.
+// docs/simulate.md documents the output, docs/cli.md every option.
+#pragma once
+
+#include <string>
+
+#include "cli/job_setup.h"
+#include "util/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace prism {
+
+class SimulateCommand {
+ public:
+  explicit SimulateCommand(CLI::App& parent);
+  bool selected() const;
+  Result<int> run() const;
+
+ private:
+  CLI::App* app_;
+  JobOptions job_;
+  std::string report_path_;
+  std::string trace_path_;
+  std::string trace_ranks_;
+  std::string kernels_path_;
+  bool no_fold_ = false;
+  std::string nccl_algo_;
+  std::string nccl_proto_;
+};
+
+// `prism build JOB.yaml -o GRAPH`: writes the graph `prism simulate` would
+// replay, for `prism replay` and the emulator.
+class BuildCommand {
+ public:
+  explicit BuildCommand(CLI::App& parent);
+  bool selected() const;
+  Result<int> run() const;
+
+ private:
+  CLI::App* app_;
+  JobOptions job_;
+  std::string output_path_;
+};
+
+}  // namespace prism

@@ -1,0 +1,127 @@
+#include "report/simulate_report.h"
+
+#include <iterator>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace prism {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kReportVersion = 1;
+
+std::string parallel_shape(const SimulateSummary& s) {
+  std::string out = fmt::format("TP{}", s.tp);
+  if (s.sequence_parallel) out += "+SP";
+  if (s.cp > 1) out += fmt::format(" CP{}", s.cp);
+  out += fmt::format(" PP{}", s.pp);
+  if (s.vpp > 1) out += fmt::format(" VPP{}", s.vpp);
+  out += fmt::format(" DP{}", s.dp);
+  if (s.ep > 1) out += fmt::format(" EP{}", s.ep);
+  if (s.etp != s.tp) out += fmt::format(" ETP{}", s.etp);
+  return out;
+}
+
+double seconds(SimTime t) {
+  return static_cast<double>(t.ns) * 1e-9;
+}
+double gib(Bytes b) {
+  return b.gib();
+}
+
+}  // namespace
+
+std::string format_simulate_text(const SimulateSummary& s) {
+  std::string out;
+  auto line = [&](std::string_view label, const std::string& value) {
+    fmt::format_to(std::back_inserter(out), "{:<20}{}\n", label, value);
+  };
+  line("job:", fmt::format("{} ({} GPUs: {})", s.job, s.num_gpus, parallel_shape(s)));
+  line("cluster:", fmt::format("{} ({} nodes of {})", s.cluster, s.num_nodes, s.gpu));
+  line("model:", fmt::format("{:.2f} B parameters ({:.2f} B active), {:.4g} FLOPs per iteration",
+                             s.parameters / 1e9, s.active_parameters / 1e9, s.model_flops));
+  line("batch:", fmt::format("{} sequences of {} tokens, {} micro-batches of {} per DP rank, {}, "
+                             "recompute {}",
+                             s.global_batch_size, s.seq_length, s.num_microbatches,
+                             s.micro_batch_size, s.precision, s.recompute));
+  line("kernels:", fmt::format("{} distinct, {} measured{}", s.kernels, s.kernels_measured,
+                               s.kernel_db.empty() ? "" : fmt::format(" ({})", s.kernel_db)));
+  out += "\n";
+  line("iteration time:", fmt::format("{:.3f} s", seconds(s.iteration_time)));
+  line("tokens/s per GPU:", fmt::format("{:.1f}", s.tokens_per_s_per_gpu));
+  line("TFLOP/s per GPU:", fmt::format("{:.1f} (model FLOPs)", s.model_tflops_per_gpu));
+  line("MFU:", fmt::format("{:.1f}% of {:.1f} TFLOP/s (dense bf16 peak)", 100 * s.mfu,
+                           s.peak_flops / 1e12));
+  line("peak memory:",
+       fmt::format("{:.2f} GiB (max over ranks; allocated bytes)", gib(s.peak_memory)));
+  out += "\nwhere the iteration goes, per role (one representative rank; seconds):\n";
+  fmt::format_to(std::back_inserter(out), "{:<10}{:>7}", "role", "ranks");
+  for (int c = 0; c < kNumTimeCategories; ++c)
+    fmt::format_to(std::back_inserter(out), "{:>10}", to_string(static_cast<TimeCategory>(c)));
+  fmt::format_to(std::back_inserter(out), "{:>12}\n", "peak GiB");
+  for (const SimulateRole& r : s.roles) {
+    fmt::format_to(std::back_inserter(out), "{:<10}{:>7}", r.name, r.num_ranks);
+    for (SimTime t : r.breakdown.time)
+      fmt::format_to(std::back_inserter(out), "{:>10.3f}", seconds(t));
+    fmt::format_to(std::back_inserter(out), "{:>12.2f}\n", gib(r.peak_memory));
+  }
+  out += fmt::format("\nreplay: {} of {} ranks simulated{}, {} op events\n", s.simulated_ranks,
+                     s.num_gpus, s.folded ? " (folded)" : "", s.op_events);
+  return out;
+}
+
+std::string format_simulate_json(const SimulateSummary& s) {
+  Json j;
+  j["format_version"] = kReportVersion;
+  j["job"] = s.job;
+  j["num_gpus"] = s.num_gpus;
+  j["parallelism"] = Json{{"tp", s.tp},   {"sequence_parallel", s.sequence_parallel},
+                          {"cp", s.cp},   {"pp", s.pp},
+                          {"vpp", s.vpp}, {"dp", s.dp},
+                          {"ep", s.ep},   {"etp", s.etp}};
+  j["training"] = Json{{"seq_length", s.seq_length},
+                       {"micro_batch_size", s.micro_batch_size},
+                       {"global_batch_size", s.global_batch_size},
+                       {"num_microbatches", s.num_microbatches},
+                       {"precision", s.precision},
+                       {"recompute", s.recompute}};
+  j["cluster"] = s.cluster;
+  j["gpu"] = s.gpu;
+  j["parameters"] = s.parameters;
+  j["active_parameters"] = s.active_parameters;
+  j["model_flops_per_iteration"] = s.model_flops;
+  j["iteration_time_s"] = seconds(s.iteration_time);
+  j["tokens_per_s_per_gpu"] = s.tokens_per_s_per_gpu;
+  j["model_tflops_per_gpu"] = s.model_tflops_per_gpu;
+  j["mfu"] = s.mfu;
+  j["peak_flops_per_gpu"] = s.peak_flops;
+  j["peak_memory_bytes"] = s.peak_memory.count;
+  j["kernels"] =
+      Json{{"distinct", s.kernels}, {"measured", s.kernels_measured}, {"database", s.kernel_db}};
+  Json roles = Json::array();
+  for (const SimulateRole& r : s.roles) {
+    Json jr;
+    jr["name"] = r.name;
+    jr["num_ranks"] = r.num_ranks;
+    jr["representative_rank"] = r.representative;
+    jr["num_layers"] = r.num_layers;
+    jr["parameters"] = r.parameters;
+    jr["activation_bytes_per_layer"] = r.activation_bytes_per_layer.count;
+    jr["model_state_bytes"] = r.model_state_bytes.count;
+    jr["peak_memory_bytes"] = r.peak_memory.count;
+    Json b;
+    for (int c = 0; c < kNumTimeCategories; ++c)
+      b[std::string(to_string(static_cast<TimeCategory>(c))) + "_s"] = seconds(r.breakdown.time[c]);
+    jr["breakdown"] = std::move(b);
+    roles.push_back(std::move(jr));
+  }
+  j["roles"] = std::move(roles);
+  j["replay"] = Json{
+      {"folded", s.folded}, {"simulated_ranks", s.simulated_ranks}, {"op_events", s.op_events}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace prism

@@ -1,0 +1,53 @@
+// What `prism simulate` prints and writes: the job's throughput figures, the
+// per-role breakdown of the iteration and peak memory. Plain data in, text or
+// JSON out; docs/simulate.md documents both.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "report/breakdown.h"
+#include "util/units.h"
+
+namespace prism {
+
+struct SimulateRole {
+  std::string name;
+  int num_ranks = 0;
+  Rank representative = 0;  // the rank whose breakdown is shown
+  int num_layers = 0;
+  std::int64_t parameters = 0;  // per rank
+  Bytes activation_bytes_per_layer;
+  Bytes model_state_bytes;
+  Bytes peak_memory;  // max over the role's ranks
+  Breakdown breakdown;
+};
+
+struct SimulateSummary {
+  std::string job;
+  int num_gpus = 0;
+  int tp = 1, cp = 1, pp = 1, vpp = 1, dp = 1, ep = 1, etp = 1;
+  bool sequence_parallel = false;
+  int micro_batch_size = 1, seq_length = 0, global_batch_size = 0, num_microbatches = 0;
+  std::string precision, recompute;
+  std::string cluster, gpu;
+  int num_nodes = 0;
+  double peak_flops = 0;  // bf16 dense peak of one GPU, the MFU denominator
+  std::int64_t parameters = 0, active_parameters = 0;
+  double model_flops = 0;  // per iteration
+  SimTime iteration_time;
+  double tokens_per_s_per_gpu = 0, model_tflops_per_gpu = 0, mfu = 0;
+  Bytes peak_memory;  // max over ranks
+  std::int64_t kernels = 0, kernels_measured = 0;
+  std::string kernel_db;  // databases used, or empty
+  bool folded = false;
+  int simulated_ranks = 0;
+  std::uint64_t op_events = 0;
+  std::vector<SimulateRole> roles;
+};
+
+std::string format_simulate_text(const SimulateSummary& s);
+std::string format_simulate_json(const SimulateSummary& s);
+
+}  // namespace prism
