@@ -1,1 +1,154 @@
 #include "compute/gpu_spec.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace prism {
+namespace {
+
+// Compute-model constants shared by the GPUs of one architecture (same SMs,
+// clocks and kernels); docs/compute.md tabulates them with their sources.
+struct ArchConstants {
+  int num_sms;
+  double gemm_max_efficiency;
+  int gemm_tile_m, gemm_tile_n;
+  double gemm_k_half;
+  double attention_fwd_efficiency, attention_bwd_efficiency;
+  double attention_seq_half, attention_head_dim_half;
+  double hbm_efficiency;
+  double launch_overhead_us;
+};
+
+// Ampere (A100 SXM4): 108 SMs (NVIDIA A100 whitepaper).
+// - GEMM 0.87: MAMF 271.2 of 312 TFLOP/s, torch 2.6 cuBLAS (stas00/ml-engineering,
+//   "Maximum Achievable Matmul FLOPS comparison table").
+// - Tile 128x256: the largest cuBLAS/CUTLASS sm80 bf16 tile (256x128 kernels).
+// - k_half 128: two 64-deep k-blocks of prologue/epilogue per tile; fits H100's
+//   2048^3 cuBLAS measurement (see Hopper) and is kept for every arch.
+// - Attention (FlashAttention-2, the Ampere kernel): forward 0.80 / backward 0.66
+//   asymptotes with seq_half 256 and head_dim_half 16 reproduce FA2 on A100:
+//   178 TFLOP/s at b=16 hq=32 s=1024 d=128 (liangan1/GPU_travel flash-attn
+//   README, measured 178-181), ~70% fwd / ~57% bwd of peak at d=128 and 16k
+//   (FlashAttention-2 paper, Dao 2023: 50-73% of peak).
+// - HBM 0.87: estimate; coalesced streaming kernels reach 84-92% of the HBM
+//   spec. Replace with measure_kernels.py's copy measurement.
+// - Launch 2.5 us: estimate of a near-empty kernel's duration (launch, ramp,
+//   tail) under CUDA-event timing.
+constexpr ArchConstants kAmpere{108, 0.87, 128, 256, 128, 0.80, 0.66, 256, 16, 0.87, 2.5};
+
+// Hopper (H100/H200 SXM): 132 SMs (NVIDIA H100 whitepaper).
+// - GEMM 0.80: MAMF 794.5 of 989 TFLOP/s (ml-engineering table; "H200 is the
+//   same"); the model then gives 8192^3 = ~755 TFLOP/s (torch matmul measured
+//   736-798, zzc0721/torch-performance-test-data#79; cuBLAS 742.7 in
+//   pytorch/pytorch#100850) and 2048^3 = ~650 (measured 645-677).
+// - Tile 128x256: cuBLAS sm90 bf16 kernels for large shapes (128x256x64 warp-
+//   specialized tiles).
+// - Attention (FlashAttention-3 / cuDNN fused attention, what Megatron-Core with
+//   Transformer Engine runs on Hopper; PyTorch SDPA's FA2 is ~35% of peak):
+//   forward 0.85 / backward 0.66 asymptotes with head_dim_half 32 give
+//   ~645 TFLOP/s fwd at d=128 and ~715 at d=256, 16k tokens (FA3 paper, Shah
+//   et al. 2024: up to 740 at d=256, ~650 at d=128), bwd ~500 at d=128
+//   (FA3: 1.5-1.75x FA2's ~300).
+// - HBM 0.87, launch 2.0 us: estimates as for Ampere (84% measured for coalesced
+//   loads on H100, mikamirai.com/blog/gpu-memory-bandwidth).
+constexpr ArchConstants kHopper{132, 0.80, 128, 256, 128, 0.85, 0.66, 256, 32, 0.87, 2.0};
+
+// Blackwell (B200): 148 SMs (NVIDIA Blackwell datasheet).
+// - GEMM 0.78: MAMF 1745 of 2250 TFLOP/s (ml-engineering table, torch 2.7.1).
+// - Tile 128x256 per SM (a 2-SM 256x256 UMMA tile is 128x256 per SM).
+// - Attention (FlashAttention-4 / cuDNN on sm100): forward 0.80 / backward 0.71
+//   with head_dim_half 16 give 1535 / 1360 TFLOP/s at b=4 h=16 s=8192 d=128
+//   (Dao-AILab/flash-attention#2280: fwd 1534.8, bwd 1359.8; causal fwd 1418).
+// - HBM 0.85, launch 2.0 us: estimates.
+constexpr ArchConstants kBlackwell{148, 0.78, 128, 256, 128, 0.80, 0.71, 256, 16, 0.85, 2.0};
+
+GpuSpec make(std::string_view name, const ArchConstants& a, double bf16_tflops, double fp8_tflops,
+             double fp8_efficiency, double hbm_GBps, double hbm_GB) {
+  GpuSpec g;
+  g.name = std::string(name);
+  g.num_sms = a.num_sms;
+  g.bf16_flops = bf16_tflops * 1e12;
+  g.fp8_flops = fp8_tflops * 1e12;
+  g.hbm_Bps = hbm_GBps * 1e9;
+  g.hbm_bytes = hbm_GB * 1e9;
+  g.gemm_max_efficiency = a.gemm_max_efficiency;
+  g.gemm_fp8_max_efficiency = fp8_efficiency;
+  g.gemm_tile_m = a.gemm_tile_m;
+  g.gemm_tile_n = a.gemm_tile_n;
+  g.gemm_k_half = a.gemm_k_half;
+  g.attention_fwd_efficiency = a.attention_fwd_efficiency;
+  g.attention_bwd_efficiency = a.attention_bwd_efficiency;
+  g.attention_seq_half = a.attention_seq_half;
+  g.attention_head_dim_half = a.attention_head_dim_half;
+  g.hbm_efficiency = a.hbm_efficiency;
+  g.launch_overhead_us = a.launch_overhead_us;
+  return g;
+}
+
+// Peaks: NVIDIA datasheets (dense, no sparsity; ../shared/calibration/gpus.csv).
+// A100: 312 bf16, no FP8, 40 GB HBM2 at 1555 GB/s or 80 GB HBM2e at 2039 GB/s.
+// H100 SXM5: 989.4 bf16, 1978.9 FP8, 80 GB HBM3 at 3350 GB/s.
+// H200 SXM: H100's compute, 141 GB HBM3e at 4800 GB/s.
+// B200 (DGX B200): 2250 bf16, 4500 FP8, 180 GB HBM3e at 8000 GB/s.
+// FP8 GEMM efficiency: MAMF float8_e4m3fn, ml-engineering table (H100 1402.6
+// = 70.9%, H200 1453.4 = 73.4%, B200 3432.5 = 76.3%).
+std::vector<GpuSpec> make_presets() {
+  return {
+      make("A100-SXM4-40GB", kAmpere, 312, 0, 0, 1555, 40),
+      make("A100-SXM4-80GB", kAmpere, 312, 0, 0, 2039, 80),
+      make("H100-SXM5-80GB", kHopper, 989.4, 1978.9, 0.71, 3350, 80),
+      make("H200-SXM-141GB", kHopper, 989.4, 1978.9, 0.73, 4800, 141),
+      make("B200-SXM-180GB", kBlackwell, 2250, 4500, 0.76, 8000, 180),
+  };
+}
+
+const std::vector<GpuSpec>& presets() {
+  static const std::vector<GpuSpec> kPresets = make_presets();
+  return kPresets;
+}
+
+bool fraction(double x) {
+  return x > 0 && x <= 1;
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& gpu_spec_names() {
+  static const std::vector<std::string_view> kNames = [] {
+    std::vector<std::string_view> names;
+    for (const GpuSpec& g : presets()) names.emplace_back(g.name);
+    return names;
+  }();
+  return kNames;
+}
+
+Result<GpuSpec> gpu_spec(std::string_view name) {
+  for (const GpuSpec& g : presets())
+    if (g.name == name) return g;
+  return Status::not_found(
+      fmt::format("unknown GPU '{}' (known: {})", name, fmt::join(gpu_spec_names(), ", ")));
+}
+
+Status validate_gpu_spec(const GpuSpec& g) {
+  auto bad = [&](std::string_view what) {
+    return Status::invalid_argument(fmt::format("GPU spec '{}': {}", g.name, what));
+  };
+  if (g.num_sms <= 0) return bad("num_sms must be > 0");
+  if (!(g.bf16_flops > 0)) return bad("bf16_flops must be > 0");
+  if (!(g.fp8_flops >= 0)) return bad("fp8_flops must be >= 0");
+  if (!(g.hbm_Bps > 0)) return bad("hbm_Bps must be > 0");
+  if (!fraction(g.gemm_max_efficiency)) return bad("gemm_max_efficiency must be in (0, 1]");
+  if (g.fp8_flops > 0 && !fraction(g.gemm_fp8_max_efficiency))
+    return bad("gemm_fp8_max_efficiency must be in (0, 1]");
+  if (g.gemm_tile_m <= 0 || g.gemm_tile_n <= 1) return bad("GEMM tile must be positive");
+  if (!(g.gemm_k_half > 0)) return bad("gemm_k_half must be > 0");
+  if (!fraction(g.attention_fwd_efficiency) || !fraction(g.attention_bwd_efficiency))
+    return bad("attention efficiencies must be in (0, 1]");
+  if (!(g.attention_seq_half > 0) || !(g.attention_head_dim_half > 0))
+    return bad("attention half points must be > 0");
+  if (!fraction(g.hbm_efficiency)) return bad("hbm_efficiency must be in (0, 1]");
+  if (!(g.launch_overhead_us >= 0)) return bad("launch_overhead_us must be >= 0");
+  return Status::ok();
+}
+
+}  // namespace prism

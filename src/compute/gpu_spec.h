@@ -3,6 +3,9 @@
 // gives every value's source). Presets: A100-SXM4-40GB, A100-SXM4-80GB,
 // H100-SXM5-80GB, H200-SXM-141GB, B200-SXM-180GB (the cluster presets'
 // gpu_model names).
+//
+// Peaks are dense (no 2:4 sparsity). Efficiencies are fractions of a peak in
+// (0, 1]; how the model uses them is in compute/kernel_model.h.
 #pragma once
 
 #include <string>
@@ -22,15 +25,24 @@ struct GpuSpec {
   double hbm_bytes = 0;   // HBM capacity
   // Efficiency curve constants (fractions of peak, launch floor), filled per
   // GPU type by the preset; see compute/kernel_model.h.
-  double gemm_max_efficiency = 0;
-  double attention_fwd_efficiency = 0;
+  double gemm_max_efficiency = 0;      // bf16 GEMM, large well-shaped problems
+  double gemm_fp8_max_efficiency = 0;  // FP8 GEMM, same (unused without FP8)
+  int gemm_tile_m = 0;                 // output tile of one SM for large GEMMs
+  int gemm_tile_n = 0;
+  double gemm_k_half = 0;               // k at which the main loop is half the tile's time
+  double attention_fwd_efficiency = 0;  // asymptote (long sequence, large head dim)
   double attention_bwd_efficiency = 0;
-  double hbm_efficiency = 0;
-  double launch_overhead_us = 0;
+  double attention_seq_half = 0;       // keys per query at half efficiency
+  double attention_head_dim_half = 0;  // head dim at half efficiency
+  double hbm_efficiency = 0;           // achievable fraction of hbm_Bps
+  double launch_overhead_us = 0;       // added to every kernel; its floor
 };
 
 const std::vector<std::string_view>& gpu_spec_names();
 // A preset by name, or not_found naming the presets.
 Result<GpuSpec> gpu_spec(std::string_view name);
+// The problem with a spec (a custom one) or ok: positive peaks and SM count,
+// efficiencies in (0, 1], positive tiles and half points, launch >= 0.
+Status validate_gpu_spec(const GpuSpec& g);
 
 }  // namespace prism

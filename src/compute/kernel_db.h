@@ -2,11 +2,19 @@
 // (compute/kernel.h). CSV with a header line:
 //   gpu,signature,us,source
 //   H100-SXM5-80GB,gemm bf16 m=8192 n=8192 k=8192,1512.3,measure_kernels.py 2026-11-23
-// Rows for other GPUs than the one asked for are ignored. Malformed lines are
-// rejected with "FILE:LINE: reason"; a signature repeated for one GPU is an
-// error.
+// Columns are found by name in the header (gpu, signature and us are
+// required; source and any extra columns are kept out of the way). Fields are
+// not quoted (a signature never contains a comma) and are trimmed of
+// surrounding blanks; blank lines and lines starting with '#' are skipped.
+// Every row is checked, whichever GPU it is for; rows for other GPUs than the
+// one asked for are then ignored. Malformed lines are rejected with
+// "FILE:LINE: reason": a wrong field count, an empty gpu or signature, a
+// signature of no known kind, `us` not a finite number >= 0, and a signature
+// repeated for one GPU.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,13 +31,18 @@ class KernelDb {
                                 std::string_view gpu);
   static Result<KernelDb> load(const std::string& path, std::string_view gpu);
 
+  // Measured microseconds of the kernel with this signature, if any.
   std::optional<double> find_us(std::string_view signature) const;
   std::size_t size() const { return us_.size(); }
   // Adds rows of another database (its entries win), for several --kernel-db files.
   void merge(const KernelDb& other);
 
  private:
-  std::unordered_map<std::string, double> us_;
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, double, Hash, std::equal_to<>> us_;
 };
 
 }  // namespace prism
