@@ -135,7 +135,7 @@ std::string known_keys(std::string_view section) {
 
 class Parser {
  public:
-  explicit Parser(std::string_view source) : source_(source) {}
+  explicit Parser(const ClusterYamlContext& context) : context_(context) {}
 
   Result<ClusterSpec> parse(const YAML::Node& root) {
     if (!root.IsMap()) return error(root.Mark(), "", "the cluster spec must be a mapping");
@@ -202,28 +202,46 @@ class Parser {
   }
 
   // Validation errors start with the field's path; point at its line.
-  Status locate(const Status& s) {
+  Status locate(const Status& s) const {
     const std::string& m = s.message();
     const std::size_t colon = m.find(':');
-    if (colon != std::string::npos) {
-      auto it = marks_.find(m.substr(0, colon));
-      if (it != marks_.end())
-        return Status::invalid_argument(fmt::format("{}: {}", where(source_, it->second), m));
-    }
-    return Status::invalid_argument(fmt::format("{}: {}", source_, m));
+    if (colon == std::string::npos || m.substr(0, colon).find(' ') != std::string::npos)
+      return Status::invalid_argument(fmt::format("{}: {}", place("", YAML::Mark::null_mark()), m));
+    const std::string path = m.substr(0, colon);
+    auto it = marks_.find(path);
+    const YAML::Mark mark = it != marks_.end() ? it->second : YAML::Mark::null_mark();
+    return Status::invalid_argument(
+        fmt::format("{}: {}{}", place(path, mark), context_.field_prefix, m));
+  }
+
+  std::string place(std::string_view field, const YAML::Mark& m) const {
+    if (context_.where) return context_.where(field, m);
+    return where(context_.source, m);
   }
 
   Status error(const YAML::Mark& m, std::string_view field, std::string_view what) const {
     if (field.empty())
-      return Status::invalid_argument(fmt::format("{}: {}", where(source_, m), what));
-    return Status::invalid_argument(fmt::format("{}: {}: {}", where(source_, m), field, what));
+      return Status::invalid_argument(fmt::format("{}: {}", place(field, m), what));
+    return Status::invalid_argument(
+        fmt::format("{}: {}{}: {}", place(field, m), context_.field_prefix, field, what));
   }
 
-  std::string source_;
+  const ClusterYamlContext& context_;
   std::map<std::string, YAML::Mark> marks_;
 };
 
 }  // namespace
+
+Result<ClusterSpec> parse_cluster_yaml_node(const YAML::Node& root,
+                                            const ClusterYamlContext& context) {
+  try {
+    return Parser(context).parse(root);
+  } catch (const YAML::Exception& e) {  // e.g. a key that is not a scalar
+    const std::string place =
+        context.where ? context.where("", e.mark) : where(context.source, e.mark);
+    return Status::invalid_argument(fmt::format("{}: {}", place, e.msg));
+  }
+}
 
 Result<ClusterSpec> parse_cluster_yaml(std::string_view text, std::string_view source) {
   YAML::Node root;
@@ -233,11 +251,7 @@ Result<ClusterSpec> parse_cluster_yaml(std::string_view text, std::string_view s
     return Status::invalid_argument(
         fmt::format("{}: malformed YAML: {}", where(source, e.mark), e.msg));
   }
-  try {
-    return Parser(source).parse(root);
-  } catch (const YAML::Exception& e) {  // e.g. a key that is not a scalar
-    return Status::invalid_argument(fmt::format("{}: {}", where(source, e.mark), e.msg));
-  }
+  return parse_cluster_yaml_node(root, ClusterYamlContext{std::string(source), "", {}});
 }
 
 Result<ClusterSpec> load_cluster_yaml(const std::string& path) {

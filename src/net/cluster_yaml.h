@@ -13,17 +13,36 @@
 // "FILE:LINE:COL: field: reason".
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
 #include "net/cluster_spec.h"
 #include "util/status.h"
 
+namespace YAML {
+class Node;
+struct Mark;
+}  // namespace YAML
+
 namespace prism {
 
 // Parses `text`; `source` names it in errors (a path, or "<string>").
 Result<ClusterSpec> parse_cluster_yaml(std::string_view text, std::string_view source);
 Result<ClusterSpec> load_cluster_yaml(const std::string& path);
+// For documents that embed a cluster spec (a job spec's `cluster:` section).
+struct ClusterYamlContext {
+  std::string source;        // names the document in errors
+  std::string field_prefix;  // put before field paths in errors, e.g. "cluster."
+  // Where a field's value came from, for errors ("FILE:LINE:COL", or the
+  // command-line override that set it); `field` is the path without the
+  // prefix ("" for the whole spec), `mark` may be null. Default: SOURCE:LINE:COL.
+  std::function<std::string(std::string_view field, const YAML::Mark& mark)> where;
+};
+// Parses an already loaded document, as parse_cluster_yaml does the text.
+Result<ClusterSpec> parse_cluster_yaml_node(const YAML::Node& root,
+                                            const ClusterYamlContext& context);
+
 // A preset name, or else a path to a YAML file.
 Result<ClusterSpec> resolve_cluster(const std::string& preset_or_path);
 

@@ -1,1 +1,423 @@
 #include "workload/job_spec.h"
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "util/enum_names.h"
+
+namespace prism {
+namespace {
+
+constexpr std::array<std::pair<Activation, std::string_view>, 3> kActivationNames{{
+    {Activation::kGelu, "gelu"},
+    {Activation::kSwiglu, "swiglu"},
+    {Activation::kSquaredRelu, "squared_relu"},
+}};
+constexpr std::array<std::pair<Normalization, std::string_view>, 2> kNormalizationNames{{
+    {Normalization::kLayerNorm, "LayerNorm"},  // Megatron's --normalization values
+    {Normalization::kRmsNorm, "RMSNorm"},
+}};
+constexpr std::array<std::pair<Precision, std::string_view>, 2> kPrecisionNames{{
+    {Precision::kBf16, "bf16"},
+    {Precision::kFp8, "fp8"},
+}};
+constexpr std::array<std::pair<Recompute, std::string_view>, 3> kRecomputeNames{{
+    {Recompute::kNone, "none"},
+    {Recompute::kSelective, "selective"},
+    {Recompute::kFull, "full"},
+}};
+
+// ---------------------------------------------------------------------------
+// Model presets. Every number is the released model's (Hugging Face
+// config.json, or the Megatron/NeMo recipe it was trained with).
+
+// A Llama-style decoder: SwiGLU, RMSNorm, untied embeddings, no biases.
+ModelSpec llama_like(std::string_view preset, int layers, int hidden, int ffn, int heads,
+                     int groups, int vocab) {
+  ModelSpec m;
+  m.preset = std::string(preset);
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.ffn_hidden_size = ffn;
+  m.num_attention_heads = heads;
+  m.num_query_groups = groups;
+  m.vocab_size = vocab;
+  m.activation = Activation::kSwiglu;
+  m.normalization = Normalization::kRmsNorm;
+  m.untie_embeddings_and_output_weights = true;
+  return m;
+}
+
+// GPT-3 175B (Brown et al. 2020, table 2.1: 96 layers, d_model 12288, 96
+// heads of 128; ffn 4 * d_model); Megatron trains it with the GPT-2 BPE
+// vocabulary (50257, padded), GeLU, LayerNorm, tied embeddings and biases.
+ModelSpec gpt3_175b() {
+  ModelSpec m;
+  m.preset = "gpt3-175b";
+  m.num_layers = 96;
+  m.hidden_size = 12288;
+  m.ffn_hidden_size = 4 * 12288;
+  m.num_attention_heads = 96;
+  m.vocab_size = 50257;
+  m.activation = Activation::kGelu;
+  m.normalization = Normalization::kLayerNorm;
+  m.untie_embeddings_and_output_weights = false;
+  return m;
+}
+
+// Mixtral of experts (Jiang et al. 2024; HF mistralai/Mixtral-8x7B-v0.1 and
+// Mixtral-8x22B-v0.1 config.json): 8 experts, top-2, experts sized like the
+// dense FFN.
+ModelSpec mixtral(std::string_view preset, int layers, int hidden, int ffn, int heads, int vocab) {
+  ModelSpec m = llama_like(preset, layers, hidden, ffn, heads, 8, vocab);
+  m.num_moe_experts = 8;
+  m.moe_router_topk = 2;
+  m.moe_ffn_hidden_size = ffn;
+  return m;
+}
+
+// Nemotron-4 (NeMo Nemotron4Config15B / Nemotron4Config340B; Parmar et al.
+// 2024, arXiv:2402.16819): squared ReLU, LayerNorm (1p), untied embeddings,
+// no biases, GQA with 8 groups, 256k SentencePiece vocabulary.
+ModelSpec nemotron4(std::string_view preset, int layers, int hidden, int heads) {
+  ModelSpec m;
+  m.preset = std::string(preset);
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.ffn_hidden_size = 4 * hidden;
+  m.num_attention_heads = heads;
+  m.num_query_groups = 8;
+  m.vocab_size = 256000;
+  m.activation = Activation::kSquaredRelu;
+  m.normalization = Normalization::kLayerNorm;
+  m.untie_embeddings_and_output_weights = true;
+  return m;
+}
+
+// DeepSeek-V3 (HF deepseek-ai/DeepSeek-V3 config.json; arXiv:2412.19437):
+// 61 layers, hidden 7168, 128 heads, 256 routed experts of 2048 with top-8,
+// one shared expert of 2048, dense FFN 18432, vocabulary 129280.
+// Approximation: multi-head latent attention is modelled as standard
+// multi-head attention with 128 heads of 128 channels (MLA's low-rank Q/KV
+// projections are not), every layer is an MoE layer (the real model's first 3
+// are dense), and the multi-token-prediction module is left out.
+// docs/job-spec.md gives the resulting parameter gap.
+ModelSpec deepseek_v3() {
+  ModelSpec m = llama_like("deepseek-v3", 61, 7168, 18432, 128, 128, 129280);
+  m.kv_channels = 128;
+  m.num_moe_experts = 256;
+  m.moe_router_topk = 8;
+  m.moe_ffn_hidden_size = 2048;
+  m.moe_shared_expert_intermediate_size = 2048;
+  return m;
+}
+
+// ---------------------------------------------------------------------------
+// Validation helpers. Every message starts with the path of the field most at
+// fault; values are printed next to the field they belong to.
+
+Status fail(std::string_view field, std::string msg) {
+  return Status::invalid_argument(fmt::format("{}: {}", field, msg));
+}
+
+Status check_at_least(std::string_view field, std::int64_t v, std::int64_t lo, std::int64_t hi) {
+  if (v < lo) return fail(field, fmt::format("must be >= {} (got {})", lo, v));
+  if (v > hi) return fail(field, fmt::format("must be at most {} (got {})", hi, v));
+  return Status::ok();
+}
+
+Status check_divisible(std::string_view field, std::int64_t v, std::string_view by_name,
+                       std::int64_t by) {
+  if (v % by != 0) return fail(field, fmt::format("{} is not divisible by {} {}", v, by_name, by));
+  return Status::ok();
+}
+
+// Bounds that keep every derived count (parameters, FLOPs, bytes) well inside
+// 64 bits; far beyond any model trained so far.
+constexpr std::int64_t kMaxDim = 1 << 20;
+constexpr std::int64_t kMaxLayers = 1 << 14;
+constexpr std::int64_t kMaxVocab = 1 << 24;
+constexpr std::int64_t kMaxExperts = 1 << 14;
+constexpr std::int64_t kMaxSeq = 1 << 24;
+constexpr std::int64_t kMaxBatch = 1 << 24;
+constexpr std::int64_t kMaxGpus = std::int64_t{1} << 22;
+
+Status validate_sizes(const JobSpec& j) {
+  const ModelSpec& m = j.model;
+  const TrainingSpec& t = j.training;
+  const ParallelSpec& p = j.parallelism;
+  const std::pair<std::string_view, std::pair<std::int64_t, std::int64_t>> required[] = {
+      {"model.num_layers", {m.num_layers, kMaxLayers}},
+      {"model.hidden_size", {m.hidden_size, kMaxDim}},
+      {"model.num_attention_heads", {m.num_attention_heads, kMaxDim}},
+      {"model.vocab_size", {m.vocab_size, kMaxVocab}},
+      {"training.seq_length", {t.seq_length, kMaxSeq}},
+      {"training.micro_batch_size", {t.micro_batch_size, kMaxBatch}},
+      {"training.global_batch_size", {t.global_batch_size, kMaxBatch}},
+      {"parallelism.tensor_model_parallel_size", {p.tensor_model_parallel_size, kMaxGpus}},
+      {"parallelism.pipeline_model_parallel_size", {p.pipeline_model_parallel_size, kMaxGpus}},
+      {"parallelism.virtual_pipeline_model_parallel_size",
+       {p.virtual_pipeline_model_parallel_size, kMaxLayers}},
+      {"parallelism.context_parallel_size", {p.context_parallel_size, kMaxGpus}},
+      {"parallelism.expert_model_parallel_size", {p.expert_model_parallel_size, kMaxGpus}},
+      {"cluster.num_gpus", {j.num_gpus, kMaxGpus}},
+  };
+  for (const auto& [field, v] : required)
+    PRISM_RETURN_IF_ERROR(check_at_least(field, v.first, 1, v.second));
+  // 0 means "the default" for these.
+  const std::pair<std::string_view, std::pair<std::int64_t, std::int64_t>> optional[] = {
+      {"model.ffn_hidden_size", {m.ffn_hidden_size, 4 * kMaxDim}},
+      {"model.num_query_groups", {m.num_query_groups, kMaxDim}},
+      {"model.kv_channels", {m.kv_channels, kMaxDim}},
+      {"model.num_moe_experts", {m.num_moe_experts, kMaxExperts}},
+      {"model.moe_ffn_hidden_size", {m.moe_ffn_hidden_size, 4 * kMaxDim}},
+      {"model.moe_shared_expert_intermediate_size",
+       {m.moe_shared_expert_intermediate_size, 4 * kMaxDim}},
+      {"parallelism.expert_tensor_parallel_size", {p.expert_tensor_parallel_size, kMaxGpus}},
+      {"training.bucket_size", {t.bucket_size, std::int64_t{1} << 40}},
+  };
+  for (const auto& [field, v] : optional)
+    PRISM_RETURN_IF_ERROR(check_at_least(field, v.first, 0, v.second));
+  return Status::ok();
+}
+
+Status validate_cluster_fit(const JobSpec& j) {
+  const ClusterSpec& c = j.cluster;
+  const Status s = validate_cluster(c);  // "node.gpus: ..."
+  if (!s.is_ok()) return Status::invalid_argument(fmt::format("cluster.{}", s.message()));
+  if (j.num_gpus >= c.gpus_per_node && j.num_gpus % c.gpus_per_node != 0)
+    return fail("cluster.num_gpus",
+                fmt::format("{} is not a whole number of {}-GPU nodes (cluster.node.gpus)",
+                            j.num_gpus, c.gpus_per_node));
+  if (j.num_gpus > c.num_gpus())
+    return fail("cluster.num_gpus", fmt::format("{} GPUs do not fit in the cluster's {} ({} nodes)",
+                                                j.num_gpus, c.num_gpus(), c.num_nodes));
+  return Status::ok();
+}
+
+Status validate_grid(const JobSpec& j) {
+  const std::int64_t model_size = std::int64_t{j.tp()} * j.pp() * j.cp();
+  if (j.num_gpus % model_size != 0)
+    return fail("cluster.num_gpus",
+                fmt::format("{} is not divisible by parallelism.tensor_model_parallel_size {} * "
+                            "pipeline_model_parallel_size {} * context_parallel_size {} = {}",
+                            j.num_gpus, j.tp(), j.pp(), j.cp(), model_size));
+  const std::int64_t expert_size = std::int64_t{j.etp()} * j.ep() * j.pp();
+  if (j.num_gpus % expert_size != 0)
+    return fail("cluster.num_gpus",
+                fmt::format("{} is not divisible by parallelism.expert_tensor_parallel_size {} * "
+                            "expert_model_parallel_size {} * pipeline_model_parallel_size {} = {} "
+                            "(the expert data-parallel groups)",
+                            j.num_gpus, j.etp(), j.ep(), j.pp(), expert_size));
+  return Status::ok();
+}
+
+Status validate_attention(const JobSpec& j) {
+  const ModelSpec& m = j.model;
+  const int tp = j.tp();
+  PRISM_RETURN_IF_ERROR(check_divisible("model.num_attention_heads", m.num_attention_heads,
+                                        "parallelism.tensor_model_parallel_size", tp));
+  if (m.num_query_groups > 0) {
+    PRISM_RETURN_IF_ERROR(check_divisible("model.num_attention_heads", m.num_attention_heads,
+                                          "model.num_query_groups", m.num_query_groups));
+    PRISM_RETURN_IF_ERROR(check_divisible("model.num_query_groups", m.num_query_groups,
+                                          "parallelism.tensor_model_parallel_size", tp));
+  }
+  if (m.kv_channels == 0 && m.hidden_size % m.num_attention_heads != 0)
+    return fail("model.hidden_size",
+                fmt::format("{} is not divisible by model.num_attention_heads {} (give "
+                            "model.kv_channels for a head size of its own)",
+                            m.hidden_size, m.num_attention_heads));
+  return Status::ok();
+}
+
+Status validate_mlp(const JobSpec& j) {
+  const ModelSpec& m = j.model;
+  if (m.ffn() % j.tp() != 0)
+    return fail("model.ffn_hidden_size",
+                fmt::format("{} is not divisible by parallelism.tensor_model_parallel_size {}",
+                            m.ffn(), j.tp()));
+  if (!m.is_moe()) {
+    if (j.ep() > 1)
+      return fail("parallelism.expert_model_parallel_size",
+                  fmt::format("{} needs an MoE model (model.num_moe_experts is 0)", j.ep()));
+    return Status::ok();
+  }
+  PRISM_RETURN_IF_ERROR(check_divisible("model.num_moe_experts", m.num_moe_experts,
+                                        "parallelism.expert_model_parallel_size", j.ep()));
+  if (m.moe_router_topk < 1 || m.moe_router_topk > m.num_moe_experts)
+    return fail("model.moe_router_topk",
+                fmt::format("must be in [1, model.num_moe_experts {}] (got {})", m.num_moe_experts,
+                            m.moe_router_topk));
+  if (m.moe_ffn() % j.etp() != 0)
+    return fail("model.moe_ffn_hidden_size",
+                fmt::format("{} is not divisible by parallelism.expert_tensor_parallel_size {}",
+                            m.moe_ffn(), j.etp()));
+  PRISM_RETURN_IF_ERROR(check_divisible("model.moe_shared_expert_intermediate_size",
+                                        m.moe_shared_expert_intermediate_size,
+                                        "parallelism.tensor_model_parallel_size", j.tp()));
+  // Megatron-Core: "When using expert parallelism and tensor parallelism,
+  // sequence parallelism must be used."
+  if (j.ep() > 1 && j.tp() > 1 && !j.parallelism.sequence_parallel)
+    return fail("parallelism.sequence_parallel",
+                fmt::format("must be true with expert_model_parallel_size {} and "
+                            "tensor_model_parallel_size {} (Megatron-Core MoE)",
+                            j.ep(), j.tp()));
+  return Status::ok();
+}
+
+Status validate_batch(const JobSpec& j) {
+  const TrainingSpec& t = j.training;
+  const std::int64_t per_step = std::int64_t{t.micro_batch_size} * j.dp();
+  if (t.global_batch_size % per_step != 0)
+    return fail("training.global_batch_size",
+                fmt::format("{} is not divisible by training.micro_batch_size {} * data-parallel "
+                            "size {} = {}",
+                            t.global_batch_size, t.micro_batch_size, j.dp(), per_step));
+  return Status::ok();
+}
+
+Status validate_pipeline(const JobSpec& j) {
+  const ModelSpec& m = j.model;
+  PRISM_RETURN_IF_ERROR(check_divisible("model.num_layers", m.num_layers,
+                                        "parallelism.pipeline_model_parallel_size", j.pp()));
+  if (j.vpp() == 1) return Status::ok();
+  if (j.pp() == 1)
+    return fail("parallelism.virtual_pipeline_model_parallel_size",
+                fmt::format("{} needs pipeline_model_parallel_size > 1 (got 1)", j.vpp()));
+  const int per_stage = m.num_layers / j.pp();
+  if (per_stage % j.vpp() != 0)
+    return fail("model.num_layers",
+                fmt::format("{} layers over parallelism.pipeline_model_parallel_size {} give {} "
+                            "per stage, not divisible by virtual_pipeline_model_parallel_size {}",
+                            m.num_layers, j.pp(), per_stage, j.vpp()));
+  if (j.num_microbatches() % j.pp() != 0)
+    return fail("training.global_batch_size",
+                fmt::format("{} gives {} micro-batches, not divisible by "
+                            "parallelism.pipeline_model_parallel_size {} (the interleaved "
+                            "schedule needs whole rounds)",
+                            j.training.global_batch_size, j.num_microbatches(), j.pp()));
+  return Status::ok();
+}
+
+Status validate_sequence(const JobSpec& j) {
+  const TrainingSpec& t = j.training;
+  if (j.cp() > 1) {
+    // The causal load-balanced split cuts the sequence into 2 * cp chunks.
+    if (t.seq_length % (2 * std::int64_t{j.cp()}) != 0)
+      return fail("training.seq_length",
+                  fmt::format("{} is not divisible by 2 * parallelism.context_parallel_size {} "
+                              "(the causal load-balanced split)",
+                              t.seq_length, j.cp()));
+  }
+  if (j.parallelism.sequence_parallel && j.tp() > 1) {
+    // Sequence parallelism splits each CP rank's sequence across TP ranks.
+    const int local = t.seq_length / j.cp();
+    if (local % j.tp() != 0)
+      return fail("training.seq_length",
+                  fmt::format("{} / parallelism.context_parallel_size {} = {} is not divisible by "
+                              "tensor_model_parallel_size {} (sequence_parallel)",
+                              t.seq_length, j.cp(), local, j.tp()));
+  }
+  return Status::ok();
+}
+
+Status validate_training(const JobSpec& j) {
+  const TrainingSpec& t = j.training;
+  if (t.precision == Precision::kFp8 && j.cluster.arch != GpuArch::kHopper &&
+      j.cluster.arch != GpuArch::kBlackwell)
+    return fail("training.precision",
+                fmt::format("fp8 needs a hopper or blackwell GPU (cluster.gpu.arch is {})",
+                            to_string(j.cluster.arch)));
+  if (t.overlap_param_gather && !t.use_distributed_optimizer)
+    return fail("training.overlap_param_gather",
+                "needs training.use_distributed_optimizer (Megatron's rule)");
+  if (t.overlap_param_gather && !t.overlap_grad_reduce)
+    return fail("training.overlap_param_gather",
+                "needs training.overlap_grad_reduce (Megatron's rule)");
+  return Status::ok();
+}
+
+// Keeps count_parameters() and the FLOP count far from int64 overflow.
+Status validate_magnitude(const ModelSpec& m) {
+  const double h = m.hidden_size;
+  const double attn = h * m.head_dim() * (2.0 * m.num_attention_heads + 2.0 * m.query_groups());
+  const double mlp = 3.0 * h * m.ffn() + 3.0 * h *
+                                             (static_cast<double>(m.num_moe_experts) * m.moe_ffn() +
+                                              m.moe_shared_expert_intermediate_size);
+  const double total = m.num_layers * (attn + mlp) + 2.0 * h * m.vocab_size;
+  if (total > 1e15)
+    return fail("model", fmt::format("{:.3g} parameters is beyond what is modelled (1e15)", total));
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string_view to_string(Activation a) {
+  return internal::enum_name(a, kActivationNames);
+}
+std::string_view to_string(Normalization n) {
+  return internal::enum_name(n, kNormalizationNames);
+}
+std::string_view to_string(Precision p) {
+  return internal::enum_name(p, kPrecisionNames);
+}
+std::string_view to_string(Recompute r) {
+  return internal::enum_name(r, kRecomputeNames);
+}
+
+const std::vector<std::string_view>& model_preset_names() {
+  static const std::vector<std::string_view> kNames{
+      "gpt3-175b",     "llama2-7b",     "llama2-13b",     "llama2-70b",
+      "llama3.1-8b",   "llama3.1-70b",  "llama3.1-405b",  "mixtral-8x7b",
+      "mixtral-8x22b", "nemotron4-15b", "nemotron4-340b", "deepseek-v3"};
+  return kNames;
+}
+
+Result<ModelSpec> model_preset(std::string_view name) {
+  if (name == "gpt3-175b") return gpt3_175b();
+  // Llama 2 (Touvron et al. 2023; HF meta-llama/Llama-2-*-hf config.json).
+  if (name == "llama2-7b") return llama_like(name, 32, 4096, 11008, 32, 32, 32000);
+  if (name == "llama2-13b") return llama_like(name, 40, 5120, 13824, 40, 40, 32000);
+  if (name == "llama2-70b") return llama_like(name, 80, 8192, 28672, 64, 8, 32000);
+  // Llama 3.1 (Llama 3 herd paper, table 3; HF meta-llama/Llama-3.1-* config.json).
+  if (name == "llama3.1-8b") return llama_like(name, 32, 4096, 14336, 32, 8, 128256);
+  if (name == "llama3.1-70b") return llama_like(name, 80, 8192, 28672, 64, 8, 128256);
+  if (name == "llama3.1-405b") return llama_like(name, 126, 16384, 53248, 128, 8, 128256);
+  if (name == "mixtral-8x7b") return mixtral(name, 32, 4096, 14336, 32, 32000);
+  if (name == "mixtral-8x22b") return mixtral(name, 56, 6144, 16384, 48, 32000);
+  if (name == "nemotron4-15b") return nemotron4(name, 32, 6144, 48);
+  if (name == "nemotron4-340b") return nemotron4(name, 96, 18432, 96);
+  if (name == "deepseek-v3") return deepseek_v3();
+  return Status::not_found(fmt::format("unknown model preset \"{}\" (presets: {})", name,
+                                       fmt::join(model_preset_names(), ", ")));
+}
+
+void apply_job_defaults(JobSpec* job) {
+  if (job->tp() == 1) job->parallelism.sequence_parallel = false;  // Megatron: ignored, warned
+  const std::int64_t model_size = std::int64_t{job->tp()} * job->pp() * job->cp();
+  if (job->training.global_batch_size == 0 && model_size > 0 && job->num_gpus > 0 &&
+      job->num_gpus % model_size == 0 && job->training.micro_batch_size > 0) {
+    const std::int64_t gbs = std::int64_t{job->training.micro_batch_size} * job->dp();
+    if (gbs <= kMaxBatch) job->training.global_batch_size = static_cast<int>(gbs);
+  }
+}
+
+Status validate_job(const JobSpec& job) {
+  PRISM_RETURN_IF_ERROR(validate_sizes(job));
+  PRISM_RETURN_IF_ERROR(validate_magnitude(job.model));
+  PRISM_RETURN_IF_ERROR(validate_cluster_fit(job));
+  PRISM_RETURN_IF_ERROR(validate_grid(job));
+  PRISM_RETURN_IF_ERROR(validate_attention(job));
+  PRISM_RETURN_IF_ERROR(validate_mlp(job));
+  PRISM_RETURN_IF_ERROR(validate_batch(job));
+  PRISM_RETURN_IF_ERROR(validate_pipeline(job));
+  PRISM_RETURN_IF_ERROR(validate_sequence(job));
+  PRISM_RETURN_IF_ERROR(validate_training(job));
+  return Status::ok();
+}
+
+}  // namespace prism

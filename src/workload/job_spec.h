@@ -56,6 +56,12 @@ struct ModelSpec {
   int moe_ffn() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn(); }
   bool is_moe() const { return num_moe_experts > 0; }
   bool gated() const { return activation == Activation::kSwiglu; }
+  // Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by
+  // (128) times the tensor-parallel size, so each TP shard is equal and aligned.
+  int padded_vocab_size(int tp) const {
+    const int multiple = 128 * tp;
+    return (vocab_size + multiple - 1) / multiple * multiple;
+  }
 };
 
 struct TrainingSpec {
@@ -74,7 +80,7 @@ struct TrainingSpec {
 
 struct ParallelSpec {
   int tensor_model_parallel_size = 1;
-  bool sequence_parallel = false;
+  bool sequence_parallel = false;  // with tp == 1 Megatron turns it off; so does apply_job_defaults
   int pipeline_model_parallel_size = 1;
   int virtual_pipeline_model_parallel_size = 1;  // model chunks per stage; 1: not interleaved
   int context_parallel_size = 1;
@@ -115,9 +121,17 @@ const std::vector<std::string_view>& model_preset_names();
 // A model preset, or not_found naming the presets.
 Result<ModelSpec> model_preset(std::string_view name);
 
-// Every impossible combination, with the reason and the fields involved
-// ("parallelism: num_attention_heads 96 is not divisible by
-// tensor_model_parallel_size 5"). Defaults must already be applied.
+// Applies the defaults that depend on other fields, as Megatron's
+// validate_args does: global_batch_size 0 becomes micro_batch_size * dp, and
+// sequence_parallel is turned off when tensor_model_parallel_size is 1.
+// Call it before validate_job (parse_job_yaml does).
+void apply_job_defaults(JobSpec* job);
+
+// Every impossible combination, with the reason. The message starts with the
+// path of the field most at fault and names every field involved with its
+// value ("model.num_attention_heads: 96 is not divisible by
+// parallelism.tensor_model_parallel_size 5"), so a parser can point at the
+// place the value came from. Defaults must already be applied.
 Status validate_job(const JobSpec& job);
 
 }  // namespace prism

@@ -1,1 +1,480 @@
 #include "workload/job_yaml.h"
+
+#include <array>
+#include <cctype>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <type_traits>
+#include <utility>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "net/cluster_yaml.h"
+#include "util/file.h"
+
+namespace prism {
+namespace {
+
+constexpr std::array kActivations{Activation::kGelu, Activation::kSwiglu, Activation::kSquaredRelu};
+constexpr std::array kNormalizations{Normalization::kLayerNorm, Normalization::kRmsNorm};
+constexpr std::array kPrecisions{Precision::kBf16, Precision::kFp8};
+constexpr std::array kRecomputes{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+
+template <typename E>
+constexpr auto enum_values() {
+  if constexpr (std::is_same_v<E, Activation>) return kActivations;
+  if constexpr (std::is_same_v<E, Normalization>) return kNormalizations;
+  if constexpr (std::is_same_v<E, Precision>) return kPrecisions;
+  if constexpr (std::is_same_v<E, Recompute>) return kRecomputes;
+}
+
+std::string where(std::string_view source, const YAML::Mark& m) {
+  if (m.line < 0) return std::string(source);
+  return fmt::format("{}:{}:{}", source, m.line + 1, m.column + 1);
+}
+
+template <typename T>
+Result<T> scalar(const YAML::Node& n, std::string_view type) {
+  if (!n.IsScalar()) return Status::invalid_argument(fmt::format("expected {}", type));
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    return Status::invalid_argument(fmt::format("expected {} (got \"{}\")", type, n.Scalar()));
+  }
+}
+
+// Reads one value of type T; integers are range-checked here, their relations
+// by validate_job().
+template <typename T>
+Status read_value(const YAML::Node& n, T* out) {
+  if constexpr (std::is_same_v<T, bool>) {
+    PRISM_ASSIGN_OR_RETURN(*out, scalar<bool>(n, "true or false"));
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    PRISM_ASSIGN_OR_RETURN(*out, scalar<std::string>(n, "a string"));
+  } else if constexpr (std::is_enum_v<T>) {
+    PRISM_ASSIGN_OR_RETURN(const std::string s, scalar<std::string>(n, "a name"));
+    std::vector<std::string_view> names;
+    for (T e : enum_values<T>()) {
+      if (to_string(e) == s) {
+        *out = e;
+        return Status::ok();
+      }
+      names.push_back(to_string(e));
+    }
+    return Status::invalid_argument(
+        fmt::format("unknown value \"{}\" (values: {})", s, fmt::join(names, ", ")));
+  } else {
+    constexpr long long kMax = std::is_same_v<T, int> ? (1LL << 30) : (1LL << 50);
+    PRISM_ASSIGN_OR_RETURN(const long long v, scalar<long long>(n, "an integer"));
+    if (v < 0 || v > kMax)
+      return Status::invalid_argument(fmt::format("must be in [0, {}] (got {})", kMax, v));
+    *out = static_cast<T>(v);
+  }
+  return Status::ok();
+}
+
+// One settable field: section.key and where it lives in a JobSpec.
+struct Field {
+  std::string_view section;
+  std::string_view key;
+  std::function<Status(const YAML::Node&, JobSpec*)> set;
+};
+
+template <typename S, typename T>
+Field field(std::string_view section, std::string_view key, S JobSpec::*part, T S::*member) {
+  return {section, key, [part, member](const YAML::Node& n, JobSpec* j) {
+            return read_value(n, &(j->*part.*member));
+          }};
+}
+
+const std::vector<Field>& fields() {
+  using J = JobSpec;
+  using M = ModelSpec;
+  using T = TrainingSpec;
+  using P = ParallelSpec;
+  static const std::vector<Field> kFields{
+      field("model", "num_layers", &J::model, &M::num_layers),
+      field("model", "hidden_size", &J::model, &M::hidden_size),
+      field("model", "ffn_hidden_size", &J::model, &M::ffn_hidden_size),
+      field("model", "num_attention_heads", &J::model, &M::num_attention_heads),
+      field("model", "num_query_groups", &J::model, &M::num_query_groups),
+      field("model", "kv_channels", &J::model, &M::kv_channels),
+      field("model", "vocab_size", &J::model, &M::vocab_size),
+      field("model", "activation", &J::model, &M::activation),
+      field("model", "normalization", &J::model, &M::normalization),
+      field("model", "untie_embeddings_and_output_weights", &J::model,
+            &M::untie_embeddings_and_output_weights),
+      field("model", "num_moe_experts", &J::model, &M::num_moe_experts),
+      field("model", "moe_router_topk", &J::model, &M::moe_router_topk),
+      field("model", "moe_ffn_hidden_size", &J::model, &M::moe_ffn_hidden_size),
+      field("model", "moe_shared_expert_intermediate_size", &J::model,
+            &M::moe_shared_expert_intermediate_size),
+      field("training", "seq_length", &J::training, &T::seq_length),
+      field("training", "micro_batch_size", &J::training, &T::micro_batch_size),
+      field("training", "global_batch_size", &J::training, &T::global_batch_size),
+      field("training", "precision", &J::training, &T::precision),
+      field("training", "recompute", &J::training, &T::recompute),
+      field("training", "use_distributed_optimizer", &J::training, &T::use_distributed_optimizer),
+      field("training", "overlap_grad_reduce", &J::training, &T::overlap_grad_reduce),
+      field("training", "overlap_param_gather", &J::training, &T::overlap_param_gather),
+      field("training", "bucket_size", &J::training, &T::bucket_size),
+      field("parallelism", "tensor_model_parallel_size", &J::parallelism,
+            &P::tensor_model_parallel_size),
+      field("parallelism", "sequence_parallel", &J::parallelism, &P::sequence_parallel),
+      field("parallelism", "pipeline_model_parallel_size", &J::parallelism,
+            &P::pipeline_model_parallel_size),
+      field("parallelism", "virtual_pipeline_model_parallel_size", &J::parallelism,
+            &P::virtual_pipeline_model_parallel_size),
+      field("parallelism", "context_parallel_size", &J::parallelism, &P::context_parallel_size),
+      field("parallelism", "expert_model_parallel_size", &J::parallelism,
+            &P::expert_model_parallel_size),
+      field("parallelism", "expert_tensor_parallel_size", &J::parallelism,
+            &P::expert_tensor_parallel_size),
+  };
+  return kFields;
+}
+
+constexpr std::array<std::string_view, 5> kSections{"name", "model", "training", "parallelism",
+                                                    "cluster"};
+constexpr std::array<std::string_view, 4> kModelRequired{"num_layers", "hidden_size",
+                                                         "num_attention_heads", "vocab_size"};
+
+std::string known_keys(std::string_view section) {
+  std::vector<std::string_view> keys;
+  if (section == "model") keys.push_back("preset");
+  for (const Field& f : fields())
+    if (f.section == section) keys.push_back(f.key);
+  return fmt::format("{}", fmt::join(keys, ", "));
+}
+
+// Field paths ("model.hidden_size") named in a validate_job() message.
+std::vector<std::string> paths_in(std::string_view msg) {
+  std::vector<std::string> paths;
+  std::string token;
+  bool first = true;
+  auto flush = [&] {
+    // A bare section counts only as the message's leading path ("model: ...").
+    const std::size_t dot = token.find('.');
+    if (dot != std::string::npos || first) {
+      const std::string_view section = std::string_view(token).substr(0, dot);
+      for (std::string_view s : kSections)
+        if (s == section && dot != 0) paths.push_back(token);
+    }
+    if (!token.empty()) first = false;
+    token.clear();
+  };
+  for (char ch : msg) {
+    if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.')
+      token += ch;
+    else
+      flush();
+  }
+  flush();
+  return paths;
+}
+
+class JobParser {
+ public:
+  JobParser(std::string_view source, const std::vector<std::string>& overrides)
+      : source_(source), override_args_(overrides) {}
+
+  Result<JobSpec> parse(YAML::Node root) {
+    if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    if (!root.IsMap()) return error(root.Mark(), "", "the job spec must be a mapping");
+    PRISM_RETURN_IF_ERROR(apply_overrides(root));
+    JobSpec job;
+    job.name = std::filesystem::path(source_).stem().string();
+    YAML::Node cluster;
+    bool have_model = false, have_cluster = false;
+    for (const auto& kv : root) {
+      const std::string key = kv.first.as<std::string>();
+      const YAML::Node& v = kv.second;
+      locs_[key] = place(key, v.Mark());
+      if (key == "name") {
+        PRISM_RETURN_IF_ERROR(set_value(key, v, &job.name));
+      } else if (key == "model") {
+        PRISM_RETURN_IF_ERROR(parse_model(v, &job.model));
+        have_model = true;
+      } else if (key == "training" || key == "parallelism") {
+        PRISM_RETURN_IF_ERROR(parse_section(key, v, &job));
+      } else if (key == "cluster") {
+        cluster = v;  // read last: it is the only section that reads files
+        have_cluster = true;
+      } else {
+        return error(kv.first.Mark(), key,
+                     fmt::format("unknown section (sections: {})", fmt::join(kSections, ", ")));
+      }
+    }
+    if (!have_model)
+      return error(YAML::Mark::null_mark(), "model",
+                   fmt::format("missing section: give a preset ({}) or every field",
+                               fmt::join(model_preset_names(), ", ")));
+    if (!have_cluster)
+      return error(YAML::Mark::null_mark(), "cluster",
+                   "missing section: a preset with a size, e.g. {preset: dgx-h100, num_gpus: 64}");
+    PRISM_RETURN_IF_ERROR(parse_cluster(cluster, &job));
+    apply_job_defaults(&job);
+    const Status s = validate_job(job);
+    if (!s.is_ok()) return locate(s);
+    return job;
+  }
+
+ private:
+  struct Override {
+    std::vector<std::string> parts;
+    YAML::Node value;
+    std::string named;  // "--set cluster.key=value"
+  };
+
+  // --set section.key=value: the value is parsed as YAML and put into the
+  // document; `cluster.*` on a cluster given by name waits for parse_cluster.
+  Status apply_overrides(YAML::Node root) {
+    for (const std::string& arg : override_args_) {
+      const std::string named = "--set " + arg;
+      const std::size_t eq = arg.find('=');
+      std::vector<std::string> parts;
+      if (eq != std::string::npos) {
+        std::string_view path = std::string_view(arg).substr(0, eq);
+        for (std::size_t dot; (dot = path.find('.')) != std::string_view::npos;) {
+          parts.emplace_back(path.substr(0, dot));
+          path.remove_prefix(dot + 1);
+        }
+        parts.emplace_back(path);
+      }
+      for (const std::string& p : parts)
+        if (p.empty()) parts.clear();
+      if (parts.empty())
+        return Status::invalid_argument(fmt::format("{}: expected section.key=value", named));
+      YAML::Node value;
+      try {
+        value = YAML::Load(arg.substr(eq + 1));
+      } catch (const YAML::Exception& e) {
+        return Status::invalid_argument(fmt::format("{}: malformed value: {}", named, e.msg));
+      }
+      overrides_[fmt::format("{}", fmt::join(parts, "."))] = named;
+      const YAML::Node& croot = root;
+      if (parts.size() > 1 && parts[0] == "cluster" && croot["cluster"] &&
+          croot["cluster"].IsScalar()) {
+        cluster_overrides_.push_back({{parts.begin() + 1, parts.end()}, value, named});
+        continue;
+      }
+      PRISM_RETURN_IF_ERROR(set_path(root, parts, 0, value, named));
+    }
+    return Status::ok();
+  }
+
+  static Status set_path(YAML::Node node, const std::vector<std::string>& parts, std::size_t i,
+                         const YAML::Node& value, const std::string& named) {
+    if (i + 1 == parts.size()) {
+      node[parts[i]] = value;
+      return Status::ok();
+    }
+    if (!node[parts[i]]) node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    YAML::Node child = node[parts[i]];
+    if (!child.IsMap())
+      return Status::invalid_argument(
+          fmt::format("{}: {} is not a mapping", named,
+                      fmt::join(parts.begin(), parts.begin() + static_cast<long>(i) + 1, ".")));
+    return set_path(child, parts, i + 1, value, named);
+  }
+
+  Status parse_model(const YAML::Node& node, ModelSpec* m) {
+    if (!node.IsMap()) return error(node.Mark(), "model", "expected a mapping");
+    if (const YAML::Node p = node["preset"]) {
+      locs_["model.preset"] = place("model.preset", p.Mark());
+      std::string name;
+      PRISM_RETURN_IF_ERROR(set_value("model.preset", p, &name));
+      Result<ModelSpec> preset = model_preset(name);
+      if (!preset.is_ok()) return error(p.Mark(), "model.preset", preset.status().message());
+      *m = *preset;
+    } else {
+      for (std::string_view key : kModelRequired)
+        if (!node[std::string(key)])
+          return error(node.Mark(), "model",
+                       fmt::format("missing {}: give a preset ({}) or num_layers, hidden_size, "
+                                   "num_attention_heads and vocab_size",
+                                   key, fmt::join(model_preset_names(), ", ")));
+    }
+    JobSpec scratch;
+    scratch.model = *m;
+    PRISM_RETURN_IF_ERROR(parse_section("model", node, &scratch));
+    *m = scratch.model;
+    return Status::ok();
+  }
+
+  Status parse_section(const std::string& section, const YAML::Node& node, JobSpec* job) {
+    if (!node.IsMap()) return error(node.Mark(), section, "expected a mapping");
+    for (const auto& kv : node) {
+      const std::string key = kv.first.as<std::string>();
+      if (section == "model" && key == "preset") continue;
+      const std::string path = fmt::format("{}.{}", section, key);
+      const Field* f = find_field(section, key);
+      if (f == nullptr)
+        return error(kv.first.Mark(), path,
+                     fmt::format("unknown field (fields of {}: {})", section, known_keys(section)));
+      locs_[path] = place(path, kv.second.Mark());
+      const Status s = f->set(kv.second, job);
+      if (!s.is_ok()) return error(kv.second.Mark(), path, s.message());
+    }
+    return Status::ok();
+  }
+
+  static const Field* find_field(std::string_view section, std::string_view key) {
+    for (const Field& f : fields())
+      if (f.section == section && f.key == key) return &f;
+    return nullptr;
+  }
+
+  template <typename T>
+  Status set_value(const std::string& path, const YAML::Node& v, T* out) {
+    const Status s = read_value(v, out);
+    if (!s.is_ok()) return error(v.Mark(), path, s.message());
+    return Status::ok();
+  }
+
+  // `cluster: NAME`: a preset becomes {preset: NAME}; a path is loaded (and
+  // names itself in errors). Deferred `--set cluster.*` overrides apply here.
+  Status load_cluster_doc(const std::string& name, const std::string& at, YAML::Node* doc,
+                          std::string* doc_source) const {
+    if (cluster_preset(name).is_ok()) {
+      *doc = YAML::Node(YAML::NodeType::Map);
+      (*doc)["preset"] = name;
+    } else if (name.find('/') != std::string::npos || name.ends_with(".yaml") ||
+               name.ends_with(".yml")) {
+      std::filesystem::path path(name);
+      if (path.is_relative()) path = std::filesystem::path(source_).parent_path() / path;
+      *doc_source = path.string();
+      const Result<std::string> text = read_file(*doc_source);
+      if (!text.is_ok())
+        return Status::invalid_argument(
+            fmt::format("{}: cluster: {}", at, text.status().message()));
+      try {
+        *doc = YAML::Load(*text);
+      } catch (const YAML::Exception& e) {
+        return Status::invalid_argument(
+            fmt::format("{}: malformed YAML: {}", where(*doc_source, e.mark), e.msg));
+      }
+    } else {
+      return Status::invalid_argument(
+          fmt::format("{}: cluster: \"{}\" is neither a cluster preset ({}) nor a .yaml file", at,
+                      name, fmt::join(cluster_preset_names(), ", ")));
+    }
+    if (doc->IsMap())
+      for (const Override& o : cluster_overrides_)
+        PRISM_RETURN_IF_ERROR(set_path(*doc, o.parts, 0, o.value, o.named));
+    return Status::ok();
+  }
+
+  // The cluster: a preset name, a cluster YAML path (relative to this file)
+  // or an inline cluster spec; any of them must end up with a size.
+  Status parse_cluster(const YAML::Node& node, JobSpec* job) {
+    const std::string at = place("cluster", node.Mark());
+    YAML::Node doc;
+    std::string doc_source = source_;
+    if (node.IsScalar()) {
+      PRISM_RETURN_IF_ERROR(load_cluster_doc(node.Scalar(), at, &doc, &doc_source));
+    } else if (node.IsMap()) {
+      doc = node;
+    } else {
+      return Status::invalid_argument(
+          fmt::format("{}: cluster: expected a preset name, a cluster YAML path or a mapping", at));
+    }
+    const YAML::Node& cdoc = doc;
+    if (doc.IsMap() && !cdoc["num_gpus"] && !cdoc["num_nodes"])
+      return Status::invalid_argument(fmt::format(
+          "{}: cluster: give num_gpus or num_nodes (e.g. {{preset: dgx-h100, num_gpus: 64}}, "
+          "or --set cluster.num_gpus=64)",
+          at));
+    if (doc.IsMap())
+      for (std::string_view key : {"num_gpus", "num_nodes"})
+        if (const YAML::Node n = cdoc[std::string(key)])
+          locs_[fmt::format("cluster.{}", key)] = cluster_place(key, n.Mark(), doc_source, at);
+    ClusterYamlContext context{doc_source, "cluster.", nullptr};
+    context.where = [&](std::string_view field, const YAML::Mark& m) {
+      return cluster_place(field, m, doc_source, at);
+    };
+    PRISM_ASSIGN_OR_RETURN(job->cluster, parse_cluster_yaml_node(doc, context));
+    job->num_gpus = job->cluster.num_gpus();
+    return Status::ok();
+  }
+
+  std::string cluster_place(std::string_view field, const YAML::Mark& m,
+                            const std::string& doc_source, const std::string& fallback) const {
+    const std::string path = field.empty() ? "cluster" : fmt::format("cluster.{}", field);
+    return place(path, m, doc_source, fallback);
+  }
+
+  // Where the value at `path` came from: the override that set it, else its
+  // line in `source`, else an override that created it, else `fallback`.
+  std::string place(const std::string& path, const YAML::Mark& m, const std::string& source,
+                    const std::string& fallback) const {
+    if (auto it = overrides_.find(path); it != overrides_.end()) return it->second;
+    if (m.line >= 0) return where(source, m);
+    for (const auto& [p, named] : overrides_)
+      if (p.starts_with(path + ".")) return named;
+    return fallback;
+  }
+  std::string place(const std::string& path, const YAML::Mark& m) const {
+    return place(path, m, source_, source_);
+  }
+
+  Status error(const YAML::Mark& m, const std::string& path, std::string_view what) const {
+    if (path.empty())
+      return Status::invalid_argument(fmt::format("{}: {}", where(source_, m), what));
+    return Status::invalid_argument(fmt::format("{}: {}: {}", place(path, m), path, what));
+  }
+
+  // A validate_job() error: point at an override that set one of the fields
+  // it names, else at the first of them written in a file, else at its section.
+  Status locate(const Status& s) const {
+    const std::vector<std::string> paths = paths_in(s.message());
+    auto with = [&](const std::string& at) {
+      return Status::invalid_argument(fmt::format("{}: {}", at, s.message()));
+    };
+    for (const std::string& p : paths)
+      if (auto it = overrides_.find(p); it != overrides_.end()) return with(it->second);
+    for (const std::string& p : paths)
+      if (auto it = locs_.find(p); it != locs_.end()) return with(it->second);
+    for (const std::string& p : paths) {
+      const std::string section = p.substr(0, p.find('.'));
+      if (section == "model")
+        if (auto it = locs_.find("model.preset"); it != locs_.end()) return with(it->second);
+      if (auto it = locs_.find(section); it != locs_.end()) return with(it->second);
+    }
+    return with(source_);
+  }
+
+  std::string source_;
+  const std::vector<std::string>& override_args_;
+  std::map<std::string, std::string> overrides_;  // path -> "--set path=value"
+  std::vector<Override> cluster_overrides_;
+  std::map<std::string, std::string> locs_;  // path -> where its value was written
+};
+
+}  // namespace
+
+Result<JobSpec> parse_job_yaml(std::string_view text, std::string_view source,
+                               const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(
+        fmt::format("{}: malformed YAML: {}", where(source, e.mark), e.msg));
+  }
+  try {
+    return JobParser(source, overrides).parse(root);
+  } catch (const YAML::Exception& e) {  // e.g. a key that is not a scalar
+    return Status::invalid_argument(fmt::format("{}: {}", where(source, e.mark), e.msg));
+  }
+}
+
+Result<JobSpec> load_job_yaml(const std::string& path, const std::vector<std::string>& overrides) {
+  PRISM_ASSIGN_OR_RETURN(const std::string text, read_file(path));
+  return parse_job_yaml(text, path, overrides);
+}
+
+}  // namespace prism

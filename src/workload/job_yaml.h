@@ -15,6 +15,10 @@
 // the file: `--set parallelism.tensor_model_parallel_size=8`,
 // `--set model.preset=llama2-7b`, `--set cluster.num_gpus=1024`.
 //
+// A cluster path is relative to the job file's directory; when `cluster:` is a
+// preset name or a path, `--set cluster.*` applies to that preset's or file's
+// settings. The cluster must be sized (num_gpus or num_nodes).
+//
 // Unknown sections and fields, wrong types and invalid values are rejected
 // with "FILE:LINE:COL: section.field: reason" (an override is named
 // "--set section.key=value" instead); impossible combinations with

@@ -25,7 +25,8 @@ ParameterCount count_parameters(const ModelSpec& m);
 // num_floating_point_operations() in training.py: 3 x (forward GEMMs +
 // attention scores), counting each multiply-add as 2 FLOPs, with GQA, gated
 // MLPs, MoE top-k and shared experts, and the output layer; recompute is not
-// counted (that is hardware FLOPs). docs/simulate.md states the formula.
+// counted (that is hardware FLOPs). docs/job-spec.md ("Model FLOPs") states
+// the formula.
 double model_flops_per_iteration(const JobSpec& job);
 
 }  // namespace prism

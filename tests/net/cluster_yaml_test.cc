@@ -1,6 +1,7 @@
 #include "net/cluster_yaml.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 namespace prism {
 namespace {
@@ -76,6 +77,25 @@ TEST(ClusterYaml, ResolveRejectsNonPresetNonFile) {
             "cluster \"dgx-h900\" is neither a preset (dgx-a100, dgx-h100, hgx-h200, dgx-b200) nor "
             "a .yaml file");
   EXPECT_FALSE(resolve_cluster("/nonexistent/c.yaml").is_ok());
+}
+
+TEST(ClusterYaml, NodeApiPrefixesFieldsAndAsksWhere) {
+  const YAML::Node root = YAML::Load("preset: dgx-h100\nnode: {gpus: 8, nvlinks: 3}\n");
+  ClusterYamlContext context{"job.yaml", "cluster.", nullptr};
+  EXPECT_EQ(parse_cluster_yaml_node(root, context).status().message(),
+            "job.yaml:2:17: cluster.node.nvlinks: unknown field (fields of node: gpus, "
+            "nvlink_links, nvlink_link_GBps, nvls, pcie_GBps, cpu_vendor)");
+  context.where = [](std::string_view field, const YAML::Mark& m) {
+    return std::string(field) + "@" + std::to_string(m.line + 1);
+  };
+  EXPECT_EQ(parse_cluster_yaml_node(YAML::Load("preset: dgx-h100\nnum_gpus: 12\n"), context)
+                .status()
+                .message(),
+            "num_gpus@2: cluster.num_gpus: 12 is not a whole number of 8-GPU nodes");
+  Result<ClusterSpec> c =
+      parse_cluster_yaml_node(YAML::Load("preset: dgx-a100\nnum_nodes: 3\n"), context);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->num_gpus(), 24);
 }
 
 }  // namespace

@@ -1,3 +1,334 @@
 #include "workload/job_spec.h"
 
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <string>
+
 #include <gtest/gtest.h>
+
+namespace prism {
+namespace {
+
+// Llama-2 7B on 8 DGX H100 nodes: tp 2, pp 2, dp 16, 8 micro-batches.
+JobSpec base_job() {
+  JobSpec j;
+  j.name = "t";
+  j.model = model_preset("llama2-7b").value();
+  j.training.seq_length = 4096;
+  j.training.micro_batch_size = 1;
+  j.training.global_batch_size = 128;
+  j.parallelism.tensor_model_parallel_size = 2;
+  j.parallelism.pipeline_model_parallel_size = 2;
+  j.cluster = cluster_preset("dgx-h100").value();
+  EXPECT_TRUE(size_cluster(&j.cluster, 64, 0).is_ok());
+  j.num_gpus = 64;
+  return j;
+}
+
+// Mixtral 8x7B: tp 2, ep 4, pp 2 on 64 GPUs (expert dp 4).
+JobSpec moe_job() {
+  JobSpec j = base_job();
+  j.model = model_preset("mixtral-8x7b").value();
+  j.parallelism.expert_model_parallel_size = 4;
+  j.parallelism.sequence_parallel = true;
+  return j;
+}
+
+TEST(JobSpec, EnumNames) {
+  EXPECT_EQ(to_string(Activation::kSquaredRelu), "squared_relu");
+  EXPECT_EQ(to_string(Normalization::kRmsNorm), "RMSNorm");
+  EXPECT_EQ(to_string(Precision::kFp8), "fp8");
+  EXPECT_EQ(to_string(Recompute::kSelective), "selective");
+}
+
+TEST(JobSpec, EveryPresetIsValidOnItsOwnGrid) {
+  ASSERT_EQ(model_preset_names().size(), 12u);
+  for (std::string_view name : model_preset_names()) {
+    Result<ModelSpec> m = model_preset(name);
+    ASSERT_TRUE(m.is_ok()) << name;
+    EXPECT_EQ(m->preset, name);
+    JobSpec j = base_job();
+    j.model = *m;
+    j.parallelism.pipeline_model_parallel_size = 1;
+    j.parallelism.sequence_parallel = true;
+    if (m->is_moe()) j.parallelism.expert_model_parallel_size = 8;
+    EXPECT_TRUE(validate_job(j).is_ok()) << name << ": " << validate_job(j).message();
+  }
+}
+
+TEST(JobSpec, UnknownPresetNamesThePresets) {
+  Result<ModelSpec> m = model_preset("gpt5");
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(m.status().message(),
+            "unknown model preset \"gpt5\" (presets: gpt3-175b, llama2-7b, llama2-13b, "
+            "llama2-70b, llama3.1-8b, llama3.1-70b, llama3.1-405b, mixtral-8x7b, mixtral-8x22b, "
+            "nemotron4-15b, nemotron4-340b, deepseek-v3)");
+}
+
+TEST(JobSpec, PresetShapes) {
+  const ModelSpec g = model_preset("gpt3-175b").value();
+  EXPECT_EQ(g.ffn(), 4 * 12288);
+  EXPECT_EQ(g.head_dim(), 128);
+  EXPECT_EQ(g.query_groups(), 96);
+  EXPECT_FALSE(g.untie_embeddings_and_output_weights);
+  const ModelSpec l = model_preset("llama3.1-70b").value();
+  EXPECT_EQ(l.query_groups(), 8);
+  EXPECT_TRUE(l.gated());
+  const ModelSpec d = model_preset("deepseek-v3").value();
+  EXPECT_EQ(d.moe_ffn(), 2048);
+  EXPECT_EQ(d.moe_router_topk, 8);
+  EXPECT_EQ(d.moe_shared_expert_intermediate_size, 2048);
+  const ModelSpec n = model_preset("nemotron4-340b").value();
+  EXPECT_EQ(n.activation, Activation::kSquaredRelu);
+  EXPECT_EQ(n.normalization, Normalization::kLayerNorm);
+}
+
+TEST(JobSpec, DerivedSizes) {
+  JobSpec j = moe_job();
+  EXPECT_EQ(j.dp(), 16);
+  EXPECT_EQ(j.etp(), 2);
+  EXPECT_EQ(j.expert_dp(), 4);
+  EXPECT_EQ(j.num_microbatches(), 8);
+  EXPECT_EQ(j.bucket_params(), 40'000'000);
+  j.num_gpus = 1024;
+  EXPECT_EQ(j.bucket_params(), 256'000'000);  // 1M * dp 256
+  EXPECT_EQ(j.model.padded_vocab_size(1), 32000);
+  EXPECT_EQ(j.model.padded_vocab_size(3), 32256);
+  EXPECT_EQ(model_preset("gpt3-175b")->padded_vocab_size(1), 50304);
+}
+
+TEST(JobSpec, DefaultsFollowMegatron) {
+  JobSpec j = base_job();
+  j.training.global_batch_size = 0;
+  j.training.micro_batch_size = 2;
+  apply_job_defaults(&j);
+  EXPECT_EQ(j.training.global_batch_size, 32);  // mbs 2 * dp 16
+  EXPECT_EQ(j.num_microbatches(), 1);
+  j.parallelism.tensor_model_parallel_size = 1;
+  j.parallelism.sequence_parallel = true;
+  apply_job_defaults(&j);
+  EXPECT_FALSE(j.parallelism.sequence_parallel);  // ignored with tp 1
+  EXPECT_EQ(j.training.global_batch_size, 32);    // already set
+  EXPECT_TRUE(validate_job(base_job()).is_ok());
+  EXPECT_TRUE(validate_job(moe_job()).is_ok()) << validate_job(moe_job()).message();
+}
+
+TEST(JobSpec, AcceptsWhatMegatronAccepts) {
+  JobSpec j = base_job();
+  j.model.vocab_size = 32001;                              // padded, not an error
+  j.parallelism.virtual_pipeline_model_parallel_size = 4;  // 16 layers per stage, 4 chunks
+  j.parallelism.context_parallel_size = 2;
+  j.training.global_batch_size = 64;  // 8 micro-batches of dp 8
+  EXPECT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+  JobSpec part = base_job();  // fewer GPUs than one node
+  part.cluster = cluster_preset("dgx-h100").value();
+  ASSERT_TRUE(size_cluster(&part.cluster, 4, 0).is_ok());
+  part.num_gpus = 4;
+  part.training.global_batch_size = 8;
+  EXPECT_TRUE(validate_job(part).is_ok()) << validate_job(part).message();
+  JobSpec fp8 = base_job();
+  fp8.training.precision = Precision::kFp8;
+  EXPECT_TRUE(validate_job(fp8).is_ok());
+}
+
+struct Rejection {
+  const char* what;
+  std::function<void(JobSpec*)> change;
+  const char* message;
+  bool moe = false;
+};
+
+class JobSpecRejects : public ::testing::TestWithParam<Rejection> {};
+
+TEST_P(JobSpecRejects, WithTheFieldsAndValues) {
+  JobSpec j = GetParam().moe ? moe_job() : base_job();
+  GetParam().change(&j);
+  const Status s = validate_job(j);
+  ASSERT_FALSE(s.is_ok()) << GetParam().what;
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), GetParam().message) << GetParam().what;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, JobSpecRejects,
+    ::testing::Values(
+        Rejection{"layers", [](JobSpec* j) { j->model.num_layers = 0; },
+                  "model.num_layers: must be >= 1 (got 0)"},
+        Rejection{"hidden", [](JobSpec* j) { j->model.hidden_size = -4; },
+                  "model.hidden_size: must be >= 1 (got -4)"},
+        Rejection{"heads", [](JobSpec* j) { j->model.num_attention_heads = 0; },
+                  "model.num_attention_heads: must be >= 1 (got 0)"},
+        Rejection{"vocab", [](JobSpec* j) { j->model.vocab_size = 0; },
+                  "model.vocab_size: must be >= 1 (got 0)"},
+        Rejection{"seq", [](JobSpec* j) { j->training.seq_length = 0; },
+                  "training.seq_length: must be >= 1 (got 0)"},
+        Rejection{"mbs", [](JobSpec* j) { j->training.micro_batch_size = 0; },
+                  "training.micro_batch_size: must be >= 1 (got 0)"},
+        Rejection{"gbs", [](JobSpec* j) { j->training.global_batch_size = 0; },
+                  "training.global_batch_size: must be >= 1 (got 0)"},
+        Rejection{"tp", [](JobSpec* j) { j->parallelism.tensor_model_parallel_size = 0; },
+                  "parallelism.tensor_model_parallel_size: must be >= 1 (got 0)"},
+        Rejection{"pp", [](JobSpec* j) { j->parallelism.pipeline_model_parallel_size = -1; },
+                  "parallelism.pipeline_model_parallel_size: must be >= 1 (got -1)"},
+        Rejection{"vpp",
+                  [](JobSpec* j) { j->parallelism.virtual_pipeline_model_parallel_size = 0; },
+                  "parallelism.virtual_pipeline_model_parallel_size: must be >= 1 (got 0)"},
+        Rejection{"cp", [](JobSpec* j) { j->parallelism.context_parallel_size = 0; },
+                  "parallelism.context_parallel_size: must be >= 1 (got 0)"},
+        Rejection{"ep", [](JobSpec* j) { j->parallelism.expert_model_parallel_size = 0; },
+                  "parallelism.expert_model_parallel_size: must be >= 1 (got 0)"},
+        Rejection{"etp", [](JobSpec* j) { j->parallelism.expert_tensor_parallel_size = -2; },
+                  "parallelism.expert_tensor_parallel_size: must be >= 0 (got -2)"},
+        Rejection{"ffn", [](JobSpec* j) { j->model.ffn_hidden_size = -1; },
+                  "model.ffn_hidden_size: must be >= 0 (got -1)"},
+        Rejection{"gpus", [](JobSpec* j) { j->num_gpus = 0; },
+                  "cluster.num_gpus: must be >= 1 (got 0)"},
+        Rejection{"huge", [](JobSpec* j) { j->model.hidden_size = 1 << 21; },
+                  "model.hidden_size: must be at most 1048576 (got 2097152)"},
+        Rejection{"magnitude",
+                  [](JobSpec* j) {
+                    j->model.num_layers = 10000;
+                    j->model.hidden_size = 1 << 20;
+                  },
+                  "model: 4.43e+16 parameters is beyond what is modelled (1e15)"},
+        Rejection{"partial node", [](JobSpec* j) { j->num_gpus = 60; },
+                  "cluster.num_gpus: 60 is not a whole number of 8-GPU nodes (cluster.node.gpus)"},
+        Rejection{"too many", [](JobSpec* j) { j->num_gpus = 128; },
+                  "cluster.num_gpus: 128 GPUs do not fit in the cluster's 64 (8 nodes)"},
+        Rejection{"bad cluster", [](JobSpec* j) { j->cluster.nic_Gbps = 0; },
+                  "cluster.network.nic_Gbps: must be > 0 and at most 100000 (got 0)"},
+        Rejection{"grid",
+                  [](JobSpec* j) { j->parallelism.tensor_model_parallel_size = 3; },
+                  "cluster.num_gpus: 64 is not divisible by "
+                  "parallelism.tensor_model_parallel_size 3 * pipeline_model_parallel_size 2 * "
+                  "context_parallel_size 1 = 6"},
+        Rejection{"expert grid",
+                  [](JobSpec* j) { j->parallelism.expert_tensor_parallel_size = 3; },
+                  "cluster.num_gpus: 64 is not divisible by "
+                  "parallelism.expert_tensor_parallel_size 3 * expert_model_parallel_size 4 * "
+                  "pipeline_model_parallel_size 2 = 24 (the expert data-parallel groups)",
+                  true},
+        Rejection{"heads % tp",
+                  [](JobSpec* j) {
+                    j->model.num_attention_heads = 31;
+                    j->model.num_query_groups = 31;
+                    j->model.kv_channels = 128;
+                  },
+                  "model.num_attention_heads: 31 is not divisible by "
+                  "parallelism.tensor_model_parallel_size 2"},
+        Rejection{"heads % groups", [](JobSpec* j) { j->model.num_query_groups = 6; },
+                  "model.num_attention_heads: 32 is not divisible by model.num_query_groups 6"},
+        Rejection{"groups % tp",
+                  [](JobSpec* j) {
+                    j->model.num_query_groups = 4;
+                    j->parallelism.tensor_model_parallel_size = 8;
+                    j->parallelism.pipeline_model_parallel_size = 1;
+                  },
+                  "model.num_query_groups: 4 is not divisible by "
+                  "parallelism.tensor_model_parallel_size 8"},
+        Rejection{"hidden % heads", [](JobSpec* j) { j->model.hidden_size = 4100; },
+                  "model.hidden_size: 4100 is not divisible by model.num_attention_heads 32 "
+                  "(give model.kv_channels for a head size of its own)"},
+        Rejection{"ffn % tp", [](JobSpec* j) { j->model.ffn_hidden_size = 11009; },
+                  "model.ffn_hidden_size: 11009 is not divisible by "
+                  "parallelism.tensor_model_parallel_size 2"},
+        Rejection{"ep without moe", [](JobSpec* j) { j->parallelism.expert_model_parallel_size = 2; },
+                  "parallelism.expert_model_parallel_size: 2 needs an MoE model "
+                  "(model.num_moe_experts is 0)"},
+        Rejection{"experts % ep", [](JobSpec* j) { j->model.num_moe_experts = 6; },
+                  "model.num_moe_experts: 6 is not divisible by "
+                  "parallelism.expert_model_parallel_size 4",
+                  true},
+        Rejection{"topk 0", [](JobSpec* j) { j->model.moe_router_topk = 0; },
+                  "model.moe_router_topk: must be in [1, model.num_moe_experts 8] (got 0)", true},
+        Rejection{"topk > experts", [](JobSpec* j) { j->model.moe_router_topk = 9; },
+                  "model.moe_router_topk: must be in [1, model.num_moe_experts 8] (got 9)", true},
+        Rejection{"moe ffn % etp", [](JobSpec* j) { j->model.moe_ffn_hidden_size = 14337; },
+                  "model.moe_ffn_hidden_size: 14337 is not divisible by "
+                  "parallelism.expert_tensor_parallel_size 2",
+                  true},
+        Rejection{"shared % tp",
+                  [](JobSpec* j) { j->model.moe_shared_expert_intermediate_size = 1025; },
+                  "model.moe_shared_expert_intermediate_size: 1025 is not divisible by "
+                  "parallelism.tensor_model_parallel_size 2",
+                  true},
+        Rejection{"moe needs sp", [](JobSpec* j) { j->parallelism.sequence_parallel = false; },
+                  "parallelism.sequence_parallel: must be true with expert_model_parallel_size 4 "
+                  "and tensor_model_parallel_size 2 (Megatron-Core MoE)",
+                  true},
+        Rejection{"gbs % mbs*dp", [](JobSpec* j) { j->training.global_batch_size = 100; },
+                  "training.global_batch_size: 100 is not divisible by training.micro_batch_size "
+                  "1 * data-parallel size 16 = 16"},
+        Rejection{"layers % pp", [](JobSpec* j) { j->model.num_layers = 33; },
+                  "model.num_layers: 33 is not divisible by "
+                  "parallelism.pipeline_model_parallel_size 2"},
+        Rejection{"stage % vpp",
+                  [](JobSpec* j) { j->parallelism.virtual_pipeline_model_parallel_size = 3; },
+                  "model.num_layers: 32 layers over parallelism.pipeline_model_parallel_size 2 "
+                  "give 16 per stage, not divisible by virtual_pipeline_model_parallel_size 3"},
+        Rejection{"vpp without pp",
+                  [](JobSpec* j) {
+                    j->parallelism.pipeline_model_parallel_size = 1;
+                    j->parallelism.virtual_pipeline_model_parallel_size = 2;
+                  },
+                  "parallelism.virtual_pipeline_model_parallel_size: 2 needs "
+                  "pipeline_model_parallel_size > 1 (got 1)"},
+        Rejection{"microbatches % pp",
+                  [](JobSpec* j) {
+                    j->parallelism.pipeline_model_parallel_size = 4;
+                    j->parallelism.tensor_model_parallel_size = 1;
+                    j->parallelism.virtual_pipeline_model_parallel_size = 2;
+                    j->training.global_batch_size = 16 * 6;
+                  },
+                  "training.global_batch_size: 96 gives 6 micro-batches, not divisible by "
+                  "parallelism.pipeline_model_parallel_size 4 (the interleaved schedule needs "
+                  "whole rounds)"},
+        Rejection{"seq % 2cp",
+                  [](JobSpec* j) {
+                    j->parallelism.context_parallel_size = 4;
+                    j->training.seq_length = 4100;
+                    j->training.global_batch_size = 32;
+                  },
+                  "training.seq_length: 4100 is not divisible by 2 * "
+                  "parallelism.context_parallel_size 4 (the causal load-balanced split)"},
+        Rejection{"sp split",
+                  [](JobSpec* j) {
+                    j->parallelism.sequence_parallel = true;
+                    j->training.seq_length = 4095;
+                  },
+                  "training.seq_length: 4095 / parallelism.context_parallel_size 1 = 4095 is not "
+                  "divisible by tensor_model_parallel_size 2 (sequence_parallel)"},
+        Rejection{"fp8 on ampere",
+                  [](JobSpec* j) {
+                    j->cluster = cluster_preset("dgx-a100").value();
+                    j->cluster.num_nodes = 8;
+                    j->training.precision = Precision::kFp8;
+                  },
+                  "training.precision: fp8 needs a hopper or blackwell GPU (cluster.gpu.arch is "
+                  "ampere)"},
+        Rejection{"param gather without distopt",
+                  [](JobSpec* j) {
+                    j->training.overlap_param_gather = true;
+                    j->training.overlap_grad_reduce = true;
+                  },
+                  "training.overlap_param_gather: needs training.use_distributed_optimizer "
+                  "(Megatron's rule)"},
+        Rejection{"param gather without grad reduce",
+                  [](JobSpec* j) {
+                    j->training.overlap_param_gather = true;
+                    j->training.use_distributed_optimizer = true;
+                  },
+                  "training.overlap_param_gather: needs training.overlap_grad_reduce (Megatron's "
+                  "rule)"}),
+    [](const ::testing::TestParamInfo<Rejection>& info) {
+      std::string name = info.param.what;
+      std::replace_if(
+          name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
+          '_');
+      return name;
+    });
+
+}  // namespace
+}  // namespace prism

@@ -1,3 +1,371 @@
 #include "workload/job_yaml.h"
 
+#include <filesystem>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
+
+#include "util/file.h"
+
+namespace prism {
+namespace {
+
+// Llama-2 7B on 64 H100s, tp 2 x pp 2 x dp 16.
+constexpr const char* kBase =
+    "name: t\n"                                               // 1
+    "model: {preset: llama2-7b}\n"                            // 2
+    "training: {seq_length: 4096, global_batch_size: 128}\n"  // 3
+    "parallelism:\n"                                          // 4
+    "  tensor_model_parallel_size: 2\n"                       // 5
+    "  pipeline_model_parallel_size: 2\n"                     // 6
+    "cluster: {preset: dgx-h100, num_gpus: 64}\n";            // 7
+
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  Result<JobSpec> j = parse_job_yaml(text, "job.yaml", overrides);
+  if (j.is_ok()) return "(parsed)";
+  EXPECT_EQ(j.status().code(), StatusCode::kInvalidArgument);
+  return j.status().message();
+}
+
+TEST(JobYaml, FullSpec) {
+  Result<JobSpec> j = parse_job_yaml(
+      "name: llama3-70b-h100\n"
+      "model: {preset: llama3.1-70b}\n"
+      "training: {seq_length: 8192, micro_batch_size: 1, global_batch_size: 128,\n"
+      "           precision: fp8, recompute: selective, use_distributed_optimizer: true,\n"
+      "           overlap_grad_reduce: true, overlap_param_gather: true, bucket_size: 50000000}\n"
+      "parallelism: {tensor_model_parallel_size: 4, pipeline_model_parallel_size: 4,\n"
+      "              virtual_pipeline_model_parallel_size: 5, context_parallel_size: 2,\n"
+      "              sequence_parallel: true}\n"
+      "cluster: {preset: dgx-h100, num_gpus: 64}\n",
+      "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->name, "llama3-70b-h100");
+  EXPECT_EQ(j->model.preset, "llama3.1-70b");
+  EXPECT_EQ(j->model.num_layers, 80);
+  EXPECT_EQ(j->training.seq_length, 8192);
+  EXPECT_EQ(j->training.precision, Precision::kFp8);
+  EXPECT_EQ(j->training.recompute, Recompute::kSelective);
+  EXPECT_TRUE(j->training.overlap_param_gather);
+  EXPECT_EQ(j->bucket_params(), 50'000'000);
+  EXPECT_EQ(j->tp(), 4);
+  EXPECT_EQ(j->vpp(), 5);
+  EXPECT_EQ(j->cp(), 2);
+  EXPECT_TRUE(j->parallelism.sequence_parallel);
+  EXPECT_EQ(j->num_gpus, 64);
+  EXPECT_EQ(j->cluster.num_nodes, 8);
+  EXPECT_EQ(j->cluster.name, "dgx-h100");
+  EXPECT_EQ(j->dp(), 2);
+  EXPECT_EQ(j->num_microbatches(), 64);
+}
+
+TEST(JobYaml, Defaults) {
+  Result<JobSpec> j = parse_job_yaml(
+      "model: {preset: llama2-7b}\nparallelism: {tensor_model_parallel_size: 1, "
+      "sequence_parallel: true}\ncluster: {preset: dgx-h100, num_nodes: 2}\n",
+      "dir/my-job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->name, "my-job");  // from the file name
+  EXPECT_EQ(j->training.seq_length, 2048);
+  EXPECT_EQ(j->training.micro_batch_size, 1);
+  EXPECT_EQ(j->training.global_batch_size, 16);  // micro_batch_size * dp
+  EXPECT_EQ(j->training.precision, Precision::kBf16);
+  EXPECT_EQ(j->training.recompute, Recompute::kNone);
+  EXPECT_FALSE(j->parallelism.sequence_parallel);  // tp 1: off, as Megatron does
+  EXPECT_EQ(j->pp(), 1);
+  EXPECT_EQ(j->etp(), 1);
+  EXPECT_EQ(j->num_gpus, 16);
+}
+
+TEST(JobYaml, CustomModelAndPresetFieldOverrides) {
+  Result<JobSpec> j = parse_job_yaml(
+      "model:\n  num_layers: 4\n  hidden_size: 256\n  num_attention_heads: 8\n"
+      "  vocab_size: 1000\n  activation: squared_relu\n  normalization: RMSNorm\n"
+      "  untie_embeddings_and_output_weights: true\n  num_moe_experts: 4\n"
+      "  moe_router_topk: 1\n  moe_ffn_hidden_size: 512\n"
+      "  moe_shared_expert_intermediate_size: 256\n  num_query_groups: 2\n  kv_channels: 64\n"
+      "parallelism: {expert_model_parallel_size: 4, expert_tensor_parallel_size: 1}\n"
+      "cluster: {preset: dgx-a100, num_gpus: 4}\n",
+      "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->model.preset, "");
+  EXPECT_EQ(j->model.ffn(), 1024);
+  EXPECT_EQ(j->model.head_dim(), 64);
+  EXPECT_EQ(j->model.activation, Activation::kSquaredRelu);
+  EXPECT_EQ(j->model.normalization, Normalization::kRmsNorm);
+  EXPECT_EQ(j->ep(), 4);
+  EXPECT_EQ(j->expert_dp(), 1);
+  EXPECT_EQ(j->cluster.gpus_per_node, 4);  // part of one node
+
+  // A preset's fields can be overridden, wherever `preset:` stands.
+  j = parse_job_yaml(
+      "model: {num_layers: 16, preset: llama2-7b}\ncluster: {preset: dgx-h100, num_gpus: 8}\n",
+      "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->model.preset, "llama2-7b");
+  EXPECT_EQ(j->model.num_layers, 16);
+  EXPECT_EQ(j->model.hidden_size, 4096);
+}
+
+TEST(JobYaml, Overrides) {
+  Result<JobSpec> j =
+      parse_job_yaml(kBase, "job.yaml",
+                     {"parallelism.tensor_model_parallel_size=4", "model.preset=llama2-13b",
+                      "cluster.num_gpus=128", "training.micro_batch_size=2", "name=other",
+                      "parallelism.sequence_parallel=true"});
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->name, "other");
+  EXPECT_EQ(j->tp(), 4);
+  EXPECT_EQ(j->model.preset, "llama2-13b");
+  EXPECT_EQ(j->model.num_layers, 40);
+  EXPECT_EQ(j->num_gpus, 128);
+  EXPECT_EQ(j->training.micro_batch_size, 2);
+  EXPECT_EQ(j->training.global_batch_size, 128);
+  EXPECT_EQ(j->dp(), 16);
+  // An override may create a section, and the last one of a field wins.
+  j = parse_job_yaml("model: {preset: llama2-7b}\ncluster: {preset: dgx-h100, num_gpus: 8}\n",
+                     "job.yaml", {"training.seq_length=1024", "training.seq_length=512"});
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->training.seq_length, 512);
+}
+
+TEST(JobYaml, OverrideErrorsNameTheOverride) {
+  EXPECT_EQ(error_of(kBase, {"parallelism.tensor_model_parallel_size=abc"}),
+            "--set parallelism.tensor_model_parallel_size=abc: "
+            "parallelism.tensor_model_parallel_size: expected an integer (got \"abc\")");
+  EXPECT_EQ(error_of(kBase, {"parallelism.tensor_model_parallel_size=3"}),
+            "--set parallelism.tensor_model_parallel_size=3: cluster.num_gpus: 64 is not "
+            "divisible by parallelism.tensor_model_parallel_size 3 * "
+            "pipeline_model_parallel_size 2 * context_parallel_size 1 = 6");
+  EXPECT_EQ(error_of(kBase, {"training.speed=3"}),
+            "--set training.speed=3: training.speed: unknown field (fields of training: "
+            "seq_length, micro_batch_size, global_batch_size, precision, recompute, "
+            "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_size)");
+  EXPECT_EQ(error_of(kBase, {"optimizer.lr=3"}),
+            "--set optimizer.lr=3: optimizer: unknown section (sections: name, model, training, "
+            "parallelism, cluster)");
+  EXPECT_EQ(error_of(kBase, {"model.preset=gpt5"}),
+            "--set model.preset=gpt5: model.preset: unknown model preset \"gpt5\" (presets: "
+            "gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3.1-8b, llama3.1-70b, "
+            "llama3.1-405b, mixtral-8x7b, mixtral-8x22b, nemotron4-15b, nemotron4-340b, "
+            "deepseek-v3)");
+  EXPECT_EQ(error_of(kBase, {"cluster.num_gpus=12"}),
+            "--set cluster.num_gpus=12: cluster.num_gpus: 12 is not a whole number of 8-GPU "
+            "nodes");
+  EXPECT_EQ(error_of(kBase, {"cluster.gpu.arch=pascal"}),
+            "--set cluster.gpu.arch=pascal: cluster.gpu.arch: unknown value \"pascal\" (values: "
+            "volta, ampere, hopper, blackwell)");
+  EXPECT_EQ(error_of(kBase, {"tensor_model_parallel_size"}),
+            "--set tensor_model_parallel_size: expected section.key=value");
+  EXPECT_EQ(error_of(kBase, {"parallelism..x=1"}),
+            "--set parallelism..x=1: expected section.key=value");
+  EXPECT_EQ(error_of(kBase, {"name.first=1"}), "--set name.first=1: name is not a mapping");
+  EXPECT_EQ(error_of(kBase, {"model.num_layers=[1"}).substr(0, 41),
+            "--set model.num_layers=[1: malformed valu");
+}
+
+TEST(JobYaml, ErrorsNameFileLineAndColumn) {
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ncluster: {preset: dgx-h100, num_gpus: 8}\n"
+                     "optimizer: {lr: 1}\n"),
+            "job.yaml:3:1: optimizer: unknown section (sections: name, model, training, "
+            "parallelism, cluster)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b, layers: 3}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:1:28: model.layers: unknown field (fields of model: preset, num_layers, "
+            "hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups, kv_channels, "
+            "vocab_size, activation, normalization, untie_embeddings_and_output_weights, "
+            "num_moe_experts, moe_router_topk, moe_ffn_hidden_size, "
+            "moe_shared_expert_intermediate_size)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ntraining:\n  seq_length: long\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:3:15: training.seq_length: expected an integer (got \"long\")");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ntraining: {seq_length: -5}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:2:24: training.seq_length: must be in [0, 1073741824] (got -5)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ntraining: {precision: fp16}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:2:23: training.precision: unknown value \"fp16\" (values: bf16, fp8)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b, activation: relu}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:1:40: model.activation: unknown value \"relu\" (values: gelu, swiglu, "
+            "squared_relu)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b, normalization: rmsnorm}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:1:43: model.normalization: unknown value \"rmsnorm\" (values: LayerNorm, "
+            "RMSNorm)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ntraining: {recompute: all}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:2:23: training.recompute: unknown value \"all\" (values: none, selective, "
+            "full)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\nparallelism: {sequence_parallel: maybe}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:2:34: parallelism.sequence_parallel: expected true or false (got \"maybe\")");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\nparallelism: 4\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:2:14: parallelism: expected a mapping");
+  EXPECT_EQ(error_of("name: [a]\nmodel: {preset: llama2-7b}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:1:7: name: expected a string");
+  EXPECT_EQ(error_of("- 1\n"), "job.yaml:1:1: the job spec must be a mapping");
+  EXPECT_EQ(error_of("model: {preset: [1\n"),
+            "job.yaml:2:1: malformed YAML: end of sequence flow not found");
+}
+
+TEST(JobYaml, ModelSectionErrors) {
+  EXPECT_EQ(error_of("model: {preset: gpt5}\ncluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:1:17: model.preset: unknown model preset \"gpt5\" (presets: gpt3-175b, "
+            "llama2-7b, llama2-13b, llama2-70b, llama3.1-8b, llama3.1-70b, llama3.1-405b, "
+            "mixtral-8x7b, mixtral-8x22b, nemotron4-15b, nemotron4-340b, deepseek-v3)");
+  EXPECT_EQ(error_of("model:\n  num_layers: 2\n  hidden_size: 64\n  num_attention_heads: 4\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:2:3: model: missing vocab_size: give a preset (gpt3-175b, llama2-7b, "
+            "llama2-13b, llama2-70b, llama3.1-8b, llama3.1-70b, llama3.1-405b, mixtral-8x7b, "
+            "mixtral-8x22b, nemotron4-15b, nemotron4-340b, deepseek-v3) or num_layers, "
+            "hidden_size, num_attention_heads and vocab_size");
+  EXPECT_EQ(error_of("cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml: model: missing section: give a preset (gpt3-175b, llama2-7b, llama2-13b, "
+            "llama2-70b, llama3.1-8b, llama3.1-70b, llama3.1-405b, mixtral-8x7b, mixtral-8x22b, "
+            "nemotron4-15b, nemotron4-340b, deepseek-v3) or every field");
+  EXPECT_EQ(error_of("model: 7b\ncluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:1:8: model: expected a mapping");
+}
+
+// validate_job()'s reasons point at the line of a field they name.
+TEST(JobYaml, ValidationErrorsPointAtTheField) {
+  std::string text = kBase;
+  text.replace(text.find("tensor_model_parallel_size: 2"), 29, "tensor_model_parallel_size: 3");
+  EXPECT_EQ(error_of(text),
+            "job.yaml:7:39: cluster.num_gpus: 64 is not divisible by "
+            "parallelism.tensor_model_parallel_size 3 * pipeline_model_parallel_size 2 * "
+            "context_parallel_size 1 = 6");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ntraining: {precision: fp8}\n"
+                     "cluster: {preset: dgx-a100, num_gpus: 8}\n"),
+            "job.yaml:2:23: training.precision: fp8 needs a hopper or blackwell GPU "
+            "(cluster.gpu.arch is ampere)");
+  // A field the preset set: the preset's line.
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\nparallelism: {pipeline_model_parallel_size: 3}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 24}\n"),
+            "job.yaml:2:45: model.num_layers: 32 is not divisible by "
+            "parallelism.pipeline_model_parallel_size 3");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b, num_layers: 30}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n",
+                     {"parallelism.pipeline_model_parallel_size=4"}),
+            "--set parallelism.pipeline_model_parallel_size=4: model.num_layers: 30 is not "
+            "divisible by parallelism.pipeline_model_parallel_size 4");
+  EXPECT_EQ(error_of("model: {preset: mixtral-8x7b}\n"
+                     "parallelism: {tensor_model_parallel_size: 2, expert_model_parallel_size: 8}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 16}\n"),
+            "job.yaml:2:14: parallelism.sequence_parallel: must be true with "
+            "expert_model_parallel_size 8 and tensor_model_parallel_size 2 (Megatron-Core MoE)");
+}
+
+TEST(JobYaml, ClusterForms) {
+  // A preset name with the size from --set.
+  Result<JobSpec> j = parse_job_yaml("model: {preset: llama2-7b}\ncluster: dgx-b200\n", "job.yaml",
+                                     {"cluster.num_nodes=4"});
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->cluster.name, "dgx-b200");
+  EXPECT_EQ(j->cluster.arch, GpuArch::kBlackwell);
+  EXPECT_EQ(j->num_gpus, 32);
+  // An inline cluster spec in the cluster YAML format.
+  j = parse_job_yaml(
+      "model: {preset: llama2-7b}\n"
+      "cluster:\n  gpu: {arch: ampere}\n  node: {gpus: 4, nvlink_links: 12}\n"
+      "  network: {nics_per_node: 4, nic_Gbps: 100}\n  num_gpus: 16\n",
+      "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->cluster.name, "custom");
+  EXPECT_EQ(j->cluster.num_nodes, 4);
+  EXPECT_EQ(j->num_gpus, 16);
+}
+
+TEST(JobYaml, ClusterErrors) {
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ncluster: dgx-h100\n"),
+            "job.yaml:2:10: cluster: give num_gpus or num_nodes (e.g. {preset: dgx-h100, "
+            "num_gpus: 64}, or --set cluster.num_gpus=64)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ncluster: dgx-h900\n"),
+            "job.yaml:2:10: cluster: \"dgx-h900\" is neither a cluster preset (dgx-a100, "
+            "dgx-h100, hgx-h200, dgx-b200) nor a .yaml file");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ncluster: [1]\n"),
+            "job.yaml:2:10: cluster: expected a preset name, a cluster YAML path or a mapping");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\n"),
+            "job.yaml: cluster: missing section: a preset with a size, e.g. {preset: dgx-h100, "
+            "num_gpus: 64}");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ncluster:\n  preset: dgx-h100\n"
+                     "  node: {gpus: 8, nvlinks: 3}\n  num_gpus: 8\n"),
+            "job.yaml:4:19: cluster.node.nvlinks: unknown field (fields of node: gpus, "
+            "nvlink_links, nvlink_link_GBps, nvls, pcie_GBps, cpu_vendor)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ncluster: {preset: dgx-h100, num_gpus: 12}\n"),
+            "job.yaml:2:39: cluster.num_gpus: 12 is not a whole number of 8-GPU nodes");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 16, num_nodes: 2}\n"),
+            "job.yaml:2:10: give num_gpus or num_nodes, not both");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\ncluster: {preset: dgx-h100, num_gpus: 8}\n",
+                     {"cluster.network.nic_Gbps=-1"}),
+            "--set cluster.network.nic_Gbps=-1: cluster.network.nic_Gbps: must be > 0 and at "
+            "most 100000 (got -1)");
+}
+
+class JobYamlFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) / "prism_job_yaml_test";
+    std::filesystem::create_directories(dir_ / "clusters");
+    ASSERT_TRUE(write_file_atomic((dir_ / "clusters" / "pod.yaml").string(),
+                                  "preset: dgx-h100\nname: pod\nnetwork: {nic_Gbps: 200}\n"
+                                  "num_nodes: 2\n")
+                    .is_ok());
+    ASSERT_TRUE(write_file_atomic((dir_ / "clusters" / "bad.yaml").string(),
+                                  "preset: dgx-h100\nnetwork: {nic_Gbps: fast}\nnum_nodes: 2\n")
+                    .is_ok());
+  }
+  std::string write_job(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    EXPECT_TRUE(write_file_atomic(path, text).is_ok());
+    return path;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(JobYamlFiles, ClusterFileRelativeToTheJob) {
+  const std::string path =
+      write_job("job.yaml", "model: {preset: llama2-7b}\ncluster: clusters/pod.yaml\n");
+  Result<JobSpec> j = load_job_yaml(path);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->name, "job");
+  EXPECT_EQ(j->cluster.name, "pod");
+  EXPECT_DOUBLE_EQ(j->cluster.nic_Gbps, 200);
+  EXPECT_EQ(j->num_gpus, 16);
+  // --set reaches into the cluster file's settings.
+  j = load_job_yaml(path, {"cluster.num_nodes=4", "cluster.network.nic_Gbps=400"});
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->num_gpus, 32);
+  EXPECT_DOUBLE_EQ(j->cluster.nic_Gbps, 400);
+}
+
+TEST_F(JobYamlFiles, ClusterFileErrors) {
+  const std::string bad =
+      write_job("bad-job.yaml", "model: {preset: llama2-7b}\ncluster: clusters/bad.yaml\n");
+  Result<JobSpec> j = load_job_yaml(bad);
+  ASSERT_FALSE(j.is_ok());
+  EXPECT_EQ(j.status().message(), (dir_ / "clusters" / "bad.yaml").string() +
+                                      ":2:21: cluster.network.nic_Gbps: expected a number (got "
+                                      "\"fast\")");
+  const std::string pod =
+      write_job("pod-job.yaml", "model: {preset: llama2-7b}\ncluster: clusters/pod.yaml\n");
+  j = load_job_yaml(pod, {"cluster.num_gpus=8"});
+  ASSERT_FALSE(j.is_ok());
+  EXPECT_EQ(j.status().message(), "--set cluster.num_gpus=8: give num_gpus or num_nodes, not both");
+  const std::string missing =
+      write_job("missing.yaml", "model: {preset: llama2-7b}\ncluster: clusters/none.yaml\n");
+  j = load_job_yaml(missing);
+  ASSERT_FALSE(j.is_ok());
+  EXPECT_EQ(
+      j.status().message(),
+      missing + ":2:10: cluster: " + (dir_ / "clusters" / "none.yaml").string() + ": no such file");
+  EXPECT_FALSE(load_job_yaml((dir_ / "nope.yaml").string()).is_ok());
+}
+
+}  // namespace
+}  // namespace prism
