@@ -236,6 +236,7 @@ class Measurer:
                            args.timeout_per_kernel)
         self.gqa_native = self._has_enable_gqa()
         self.gqa_note_done = False
+        self.last_backend = ""  # the attention backend of the last measurement
 
     def _has_enable_gqa(self):
         v = self.torch.__version__.split("+")[0].split(".")
@@ -245,6 +246,7 @@ class Measurer:
             return False
 
     def measure(self, sig):
+        self.last_backend = ""
         if sig.kind == "gemm":
             return self._gemm(sig)
         if sig.kind.startswith("attn"):
@@ -323,17 +325,39 @@ class Measurer:
                 self.gqa_note_done = True
                 log("note: GQA via %s" % ("enable_gqa=True" if self.gqa_native
                                           else "repeated kv heads (torch < 2.5)"))
-        with self._sdpa_context(allow_efficient=lower_right):
-            if not backward:
-                with t.no_grad():
-                    return self.timer.median_us(lambda: F.scaled_dot_product_attention(
-                        q, k, v, **kwargs))
-            out = F.scaled_dot_product_attention(q, k, v, **kwargs)
-            grad = t.randn_like(out)
-            return self.timer.median_us(lambda: t.autograd.grad(
-                out, (q, k, v), grad, retain_graph=True))
+        def run(backend, q, k, v, kwargs):
+            with self._sdpa_context(backend, allow_efficient=lower_right):
+                if not backward:
+                    with t.no_grad():
+                        return self.timer.median_us(lambda: F.scaled_dot_product_attention(
+                            q, k, v, **kwargs))
+                out = F.scaled_dot_product_attention(q, k, v, **kwargs)
+                grad = t.randn_like(out)
+                return self.timer.median_us(lambda: t.autograd.grad(
+                    out, (q, k, v), grad, retain_graph=True))
 
-    def _sdpa_context(self, allow_efficient=False):
+        # cuDNN's fused attention is what Transformer Engine (Megatron-Core on
+        # Hopper and Blackwell) runs; where cuDNN refuses a shape (or GQA),
+        # repeat the kv heads for it, and fall back to FlashAttention-2 last.
+        if self.args.attention_backend == "cudnn" and self.device.type == "cuda":
+            tries = [(q, k, v, kwargs)]
+            if hkv != hq and "enable_gqa" in kwargs:
+                rep = hq // hkv
+                k2 = k.detach().repeat_interleave(rep, dim=1).requires_grad_(backward)
+                v2 = v.detach().repeat_interleave(rep, dim=1).requires_grad_(backward)
+                kw2 = {key: val for key, val in kwargs.items() if key != "enable_gqa"}
+                tries.append((q, k2, v2, kw2))
+            for qq, kk, vv, kw in tries:
+                try:
+                    us = run("cudnn", qq, kk, vv, kw)
+                    self.last_backend = "sdpa-cudnn" + ("" if kk is k else " repeated-kv")
+                    return us
+                except RuntimeError:
+                    continue
+        self.last_backend = "sdpa-flash"
+        return run("flash", q, k, v, kwargs)
+
+    def _sdpa_context(self, backend="flash", allow_efficient=False):
         # Flash only, so a shape flash cannot run fails instead of silently
         # timing the math backend; a lower-right causal mask may also use the
         # memory-efficient kernel, which supports it for every shape.
@@ -342,6 +366,8 @@ class Measurer:
             return contextlib.nullcontext()
         try:
             from torch.nn.attention import SDPBackend, sdpa_kernel
+            if backend == "cudnn":
+                return sdpa_kernel([SDPBackend.CUDNN_ATTENTION])
             backends = [SDPBackend.FLASH_ATTENTION]
             if allow_efficient:
                 backends.append(SDPBackend.EFFICIENT_ATTENTION)
@@ -375,11 +401,11 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def write_csv(path, gpu, results, source):
+def write_csv(path, gpu, results):
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["gpu", "signature", "us", "source"])
-    for sig, us in sorted(results.items()):
+    for sig, (us, source) in sorted(results.items()):
         w.writerow([gpu, sig, "%.2f" % us, source])
     if path is None or path == "-":
         sys.stdout.write(buf.getvalue())
@@ -410,6 +436,10 @@ def parse_args(argv):
     p.add_argument("--device", default="cuda", help="torch device: cuda (default), cuda:N or cpu")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
     p.add_argument("--repeats", type=int, default=20, help="timed calls; the median is kept (default 20)")
+    p.add_argument("--attention-backend", choices=["cudnn", "flash"], default="cudnn",
+                   help="SDPA backend for attention: cudnn (fused attention, as Transformer "
+                        "Engine runs it; default) or flash (FlashAttention-2); shapes cuDNN "
+                        "refuses fall back to flash")
     p.add_argument("--flush-l2", action="store_true", help="overwrite 256 MiB before each timed call")
     p.add_argument("--measure-mem", action="store_true",
                    help="time `mem OP bytes=N` kernels as a device copy of N bytes of traffic")
@@ -477,8 +507,9 @@ def main(argv=None):
     for i, sig in enumerate(sigs, 1):
         try:
             us = measurer.measure(sig)
-            results[sig.text] = us
-            log("[%d/%d] %s %.1f us" % (i, n, sig.text, us))
+            row_source = source + (" " + measurer.last_backend if measurer.last_backend else "")
+            results[sig.text] = (us, row_source)
+            log("[%d/%d] %s %.1f us %s" % (i, n, sig.text, us, measurer.last_backend))
         except Skip as e:
             log("[%d/%d] %s skipped: %s" % (i, n, sig.text, e))
         except (RuntimeError, MemoryError) as e:
@@ -488,7 +519,7 @@ def main(argv=None):
                 log("[%d/%d] %s skipped: out of memory" % (i, n, sig.text))
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-    write_csv(args.out, gpu, results, source)
+    write_csv(args.out, gpu, results)
     log("%d of %d kernels measured%s" % (len(results), n,
                                          " -> " + args.out if args.out else ""))
     return 0

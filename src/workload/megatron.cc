@@ -460,7 +460,9 @@ void StageBuilder::mlp(bool backward, std::int64_t f_in, std::int64_t f_out,
 
 void StageBuilder::moe_forward() {
   const std::int64_t routed = kBf16 * x_.Tsp * x_.topk * x_.h;
-  gemm_fwd(x_.Tsp, x_.experts, x_.h, "router_fwd");
+  // The router stays in bf16 under fp8 training (Transformer Engine's fp8
+  // covers the linear layers only).
+  kernel(gemm(x_.Tsp, x_.experts, x_.h), "router_fwd");
   mem("router_topk_fwd", kFp32 * x_.Tsp * x_.experts * 2);
   mem("permute_fwd", 2 * routed);
   if (x_.ep > 1) collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_dispatch");
@@ -499,7 +501,8 @@ void StageBuilder::moe_backward() {
     collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_dispatch_bwd");
   mem("permute_bwd", 2 * routed);
   mem("router_topk_bwd", kFp32 * x_.Tsp * x_.experts * 2);
-  gemm_bwd(x_.Tsp, x_.experts, x_.h, "router_dgrad", "router_wgrad");
+  kernel(gemm(x_.Tsp, x_.h, x_.experts), "router_dgrad");
+  kernel(gemm(x_.h, x_.experts, x_.Tsp), "router_wgrad");
 }
 
 void StageBuilder::layer_forward(bool moe) {
