@@ -31,6 +31,43 @@ std::string default_kernel_db_path() {
   return std::string(PRISM_SOURCE_DIR) + "/data/kernels.csv";
 }
 
+namespace {
+
+// Whether `a` and `b` name one file: the same existing file (hard or
+// symbolic links included), or the same path once resolved, for files that
+// do not exist yet.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(a, b, ec) && !ec) return true;
+  std::error_code ec_a, ec_b;
+  const auto ca = std::filesystem::weakly_canonical(a, ec_a);
+  const auto cb = std::filesystem::weakly_canonical(b, ec_b);
+  return !ec_a && !ec_b && ca == cb;
+}
+
+}  // namespace
+
+Status check_output_files(const CLI::App& app, std::initializer_list<const char*> flags,
+                          const std::string& input, std::string_view what) {
+  std::vector<std::pair<const char*, std::string>> given;
+  for (const char* flag : flags) {
+    const CLI::Option* opt = app.get_option(flag);
+    if (opt->count() == 0) continue;
+    const auto path = opt->as<std::string>();
+    if (path.empty()) return Status::invalid_argument(fmt::format("{} needs a file name", flag));
+    if (same_file(path, input))
+      return Status::invalid_argument(
+          fmt::format("{} would overwrite the input {} {}", flag, what, input));
+    for (const auto& [other, other_path] : given) {
+      if (same_file(path, other_path))
+        return Status::invalid_argument(
+            fmt::format("{} and {} name the same file {}", other, flag, path));
+    }
+    given.emplace_back(flag, path);
+  }
+  return Status::ok();
+}
+
 void progress(const std::string& line) {
   if (::isatty(STDERR_FILENO)) fmt::print(stderr, "{}\n", line);
 }
@@ -51,7 +88,8 @@ Result<PreparedJob> prepare_job(const JobOptions& o) {
   for (const std::string& path : paths) {
     PRISM_ASSIGN_OR_RETURN(KernelDb db, KernelDb::load(path, p.gpu.name));
     p.db.merge(db);
-    p.db_paths += (p.db_paths.empty() ? "" : ", ") + path;
+    const bool shipped = path == default_kernel_db_path();
+    p.db_paths += (p.db_paths.empty() ? "" : ", ") + (shipped ? "shipped data/kernels.csv" : path);
   }
   progress(fmt::format("building the graph of {} ranks...", p.job.num_gpus));
   const KernelModel kernels(p.gpu, &p.db);

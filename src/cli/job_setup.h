@@ -3,7 +3,9 @@
 // building its graph.
 #pragma once
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compute/gpu_spec.h"
@@ -40,6 +42,12 @@ struct PreparedJob {
 std::string default_kernel_db_path();
 
 Result<PreparedJob> prepare_job(const JobOptions& options);
+
+// Checks the output-file options `flags` of `app` that were given: each
+// names a file, none is the input file (`input`, a `what`: "graph", "job
+// spec"), no two are the same file.
+Status check_output_files(const CLI::App& app, std::initializer_list<const char*> flags,
+                          const std::string& input, std::string_view what);
 
 // Progress on stderr, only when a person watches it, so that captured output
 // (golden tests, pipelines) stays the same from run to run.

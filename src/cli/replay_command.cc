@@ -68,20 +68,6 @@ Result<std::vector<Rank>> parse_trace_ranks(std::string_view text, int world_siz
   return ranks;
 }
 
-// Whether `a` and `b` name one existing file (through links or different
-// spellings); false when either does not exist.
-// Whether `a` and `b` name one file: the same existing file (hard or
-// symbolic links included), or the same path once resolved, for files that
-// do not exist yet.
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  if (std::filesystem::equivalent(a, b, ec) && !ec) return true;
-  std::error_code ec_a, ec_b;
-  const auto ca = std::filesystem::weakly_canonical(a, ec_a);
-  const auto cb = std::filesystem::weakly_canonical(b, ec_b);
-  return !ec_a && !ec_b && ca == cb;
-}
-
 // The cluster the graph runs on: the spec sized to the graph's nodes. A
 // graph may use fewer GPUs per node than the nodes have (and their NICs).
 Result<ClusterSpec> cluster_for(const std::string& name, const ExecutionGraph& g) {
@@ -149,18 +135,7 @@ Result<int> ReplayCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(const NcclSelection selection,
                          NcclSelection::parse(nccl_algo_, nccl_proto_));
 
-  for (const char* flag : {"--report", "--trace"}) {
-    const CLI::Option* opt = app_->get_option(flag);
-    if (opt->count() == 0) continue;
-    const auto path = opt->as<std::string>();
-    if (path.empty()) return Status::invalid_argument(fmt::format("{} needs a file name", flag));
-    if (same_file(path, graph_path_)) {
-      return Status::invalid_argument(
-          fmt::format("{} would overwrite the input graph {}", flag, graph_path_));
-    }
-  }
-  if (!report_path_.empty() && !trace_path_.empty() && same_file(report_path_, trace_path_))
-    return Status::invalid_argument("--report and --trace name the same file " + trace_path_);
+  PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--report", "--trace"}, graph_path_, "graph"));
 
   progress(fmt::format("loading {}...", graph_path_));
   PRISM_ASSIGN_OR_RETURN(ExecutionGraph g, load_graph(graph_path_));

@@ -34,7 +34,9 @@ std::vector<Rank> role_representatives(const ExecutionGraph& g) {
 }
 
 std::string kernels_csv(const PreparedJob& p) {
-  std::string out = "gpu,signature,us,source,count\n";
+  // `model_us`, not `us`: a kernel list is not a measurement, and
+  // --kernel-db refuses it.
+  std::string out = "gpu,signature,model_us,source,count\n";
   for (const KernelUse& k : p.built.kernels) {
     out += fmt::format("{},{},{:.3f},{},{}\n", p.gpu.name, k.signature, k.time.ns / 1e3,
                        k.measured ? "measured" : "model", k.count);
@@ -138,11 +140,8 @@ bool SimulateCommand::selected() const {
 Result<int> SimulateCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(const NcclSelection selection,
                          NcclSelection::parse(nccl_algo_, nccl_proto_));
-  for (const char* flag : {"--report", "--trace", "--kernels"}) {
-    const CLI::Option* opt = app_->get_option(flag);
-    if (opt->count() > 0 && opt->as<std::string>().empty())
-      return Status::invalid_argument(fmt::format("{} needs a file name", flag));
-  }
+  PRISM_RETURN_IF_ERROR(
+      check_output_files(*app_, {"--report", "--trace", "--kernels"}, job_.job_path, "job spec"));
   PRISM_ASSIGN_OR_RETURN(const PreparedJob p, prepare_job(job_));
   const ExecutionGraph& g = p.built.graph;
 
@@ -202,7 +201,7 @@ bool BuildCommand::selected() const {
 }
 
 Result<int> BuildCommand::run() const {
-  if (output_path_.empty()) return Status::invalid_argument("--output needs a file name");
+  PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--output"}, job_.job_path, "job spec"));
   PRISM_ASSIGN_OR_RETURN(const PreparedJob p, prepare_job(job_));
   progress(fmt::format("writing {}...", output_path_));
   PRISM_RETURN_IF_ERROR(save_graph(p.built.graph, output_path_));

@@ -30,6 +30,14 @@ constexpr std::array<std::pair<Recompute, std::string_view>, 3> kRecomputeNames{
     {Recompute::kFull, "full"},
 }};
 
+constexpr std::array<std::pair<AttentionBackend, std::string_view>, 5> kAttentionBackendNames{{
+    {AttentionBackend::kAuto, "auto"},
+    {AttentionBackend::kFlash, "flash"},
+    {AttentionBackend::kFused, "fused"},
+    {AttentionBackend::kUnfused, "unfused"},
+    {AttentionBackend::kLocal, "local"},
+}};
+
 // ---------------------------------------------------------------------------
 // Model presets. Every number is the released model's (Hugging Face
 // config.json, or the Megatron/NeMo recipe it was trained with).
@@ -280,8 +288,42 @@ Status validate_batch(const JobSpec& j) {
   return Status::ok();
 }
 
+// Megatron's uneven pipelines: the first and/or last stage take the given
+// number of layers, the other stages an equal share of the rest.
+Status validate_uneven_pipeline(const JobSpec& j) {
+  const ParallelSpec& p = j.parallelism;
+  const int first = p.decoder_first_pipeline_num_layers;
+  const int last = p.decoder_last_pipeline_num_layers;
+  for (const auto& [field, v] : {std::pair{"parallelism.decoder_first_pipeline_num_layers", first},
+                                 std::pair{"parallelism.decoder_last_pipeline_num_layers", last}}) {
+    if (v < 0) return fail(field, fmt::format("{} must be at least 0", v));
+    if (v > 0 && j.pp() == 1) return fail(field, "needs pipeline_model_parallel_size > 1 (got 1)");
+    if (v > 0 && j.vpp() > 1)
+      return fail(field, "is not supported with virtual_pipeline_model_parallel_size > 1");
+  }
+  const int fixed = (first > 0 ? 1 : 0) + (last > 0 ? 1 : 0);
+  const int rest = j.model.num_layers - first - last;
+  const int others = j.pp() - fixed;
+  if (rest < 0 || (others == 0 && rest != 0) || (others > 0 && (rest <= 0 || rest % others != 0)))
+    return fail(first > 0 ? "parallelism.decoder_first_pipeline_num_layers"
+                          : "parallelism.decoder_last_pipeline_num_layers",
+                fmt::format("model.num_layers {} minus the first ({}) and last ({}) stages' "
+                            "layers leaves {}, which does not divide evenly over the other {} "
+                            "stages",
+                            j.model.num_layers, first, last, rest, others));
+  return Status::ok();
+}
+
 Status validate_pipeline(const JobSpec& j) {
   const ModelSpec& m = j.model;
+  const ParallelSpec& p = j.parallelism;
+  if (j.cp() > 1 && is_unfused(j.training.attention_backend))
+    return fail("training.attention_backend",
+                fmt::format("{} cannot run context parallelism (context_parallel_size {}): "
+                            "Megatron's ring attention needs a fused backend (flash, fused, auto)",
+                            to_string(j.training.attention_backend), j.cp()));
+  if (p.decoder_first_pipeline_num_layers != 0 || p.decoder_last_pipeline_num_layers != 0)
+    return validate_uneven_pipeline(j);
   PRISM_RETURN_IF_ERROR(check_divisible("model.num_layers", m.num_layers,
                                         "parallelism.pipeline_model_parallel_size", j.pp()));
   if (j.vpp() == 1) return Status::ok();
@@ -367,6 +409,9 @@ std::string_view to_string(Precision p) {
 }
 std::string_view to_string(Recompute r) {
   return internal::enum_name(r, kRecomputeNames);
+}
+std::string_view to_string(AttentionBackend a) {
+  return internal::enum_name(a, kAttentionBackendNames);
 }
 
 const std::vector<std::string_view>& model_preset_names() {

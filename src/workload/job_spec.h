@@ -25,11 +25,20 @@ enum class Activation : std::uint8_t { kGelu, kSwiglu, kSquaredRelu };
 enum class Normalization : std::uint8_t { kLayerNorm, kRmsNorm };
 enum class Precision : std::uint8_t { kBf16, kFp8 };
 enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+// Megatron's --attention-backend. flash, fused (cuDNN) and auto run a fused
+// flash-style kernel; unfused and local run Megatron's own
+// DotProductAttention: two batched GEMMs around a materialized softmax, as
+// every Megatron release before fused attention did.
+enum class AttentionBackend : std::uint8_t { kAuto, kFlash, kFused, kUnfused, kLocal };
 
 std::string_view to_string(Activation a);
 std::string_view to_string(Normalization n);
 std::string_view to_string(Precision p);
 std::string_view to_string(Recompute r);
+std::string_view to_string(AttentionBackend a);
+inline bool is_unfused(AttentionBackend a) {
+  return a == AttentionBackend::kUnfused || a == AttentionBackend::kLocal;
+}
 
 struct ModelSpec {
   std::string preset;  // the preset it started from, or empty
@@ -70,6 +79,7 @@ struct TrainingSpec {
   int global_batch_size = 0;  // 0: micro_batch_size * dp (one micro-batch per rank)
   Precision precision = Precision::kBf16;
   Recompute recompute = Recompute::kNone;
+  AttentionBackend attention_backend = AttentionBackend::kAuto;
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
@@ -86,6 +96,11 @@ struct ParallelSpec {
   int context_parallel_size = 1;
   int expert_model_parallel_size = 1;
   int expert_tensor_parallel_size = 0;  // 0: tensor_model_parallel_size
+  // Uneven pipelines (Megatron's --decoder-first/last-pipeline-num-layers):
+  // layers on the first / last stage; the other stages share the rest
+  // evenly. 0: an even split.
+  int decoder_first_pipeline_num_layers = 0;
+  int decoder_last_pipeline_num_layers = 0;
 };
 
 struct JobSpec {
@@ -107,6 +122,16 @@ struct JobSpec {
   }
   int dp() const { return num_gpus / (tp() * pp() * cp()); }
   int expert_dp() const { return num_gpus / (etp() * ep() * pp()); }
+  // Transformer layers of pipeline stage `stage` (over all its model chunks).
+  int layers_on_stage(int stage) const {
+    const int first = parallelism.decoder_first_pipeline_num_layers;
+    const int last = parallelism.decoder_last_pipeline_num_layers;
+    if (pp() > 1 && stage == 0 && first > 0) return first;
+    if (pp() > 1 && stage == pp() - 1 && last > 0) return last;
+    const int fixed = (first > 0 ? 1 : 0) + (last > 0 ? 1 : 0);
+    if (pp() == fixed) return 0;
+    return (model.num_layers - first - last) / (pp() - fixed);
+  }
   int num_microbatches() const {
     return training.global_batch_size / (training.micro_batch_size * dp());
   }

@@ -22,6 +22,9 @@ constexpr std::array kActivations{Activation::kGelu, Activation::kSwiglu, Activa
 constexpr std::array kNormalizations{Normalization::kLayerNorm, Normalization::kRmsNorm};
 constexpr std::array kPrecisions{Precision::kBf16, Precision::kFp8};
 constexpr std::array kRecomputes{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+constexpr std::array kAttentionBackends{AttentionBackend::kAuto, AttentionBackend::kFlash,
+                                        AttentionBackend::kFused, AttentionBackend::kUnfused,
+                                        AttentionBackend::kLocal};
 
 template <typename E>
 constexpr auto enum_values() {
@@ -29,6 +32,7 @@ constexpr auto enum_values() {
   if constexpr (std::is_same_v<E, Normalization>) return kNormalizations;
   if constexpr (std::is_same_v<E, Precision>) return kPrecisions;
   if constexpr (std::is_same_v<E, Recompute>) return kRecomputes;
+  if constexpr (std::is_same_v<E, AttentionBackend>) return kAttentionBackends;
 }
 
 std::string where(std::string_view source, const YAML::Mark& m) {
@@ -117,6 +121,7 @@ const std::vector<Field>& fields() {
       field("training", "global_batch_size", &J::training, &T::global_batch_size),
       field("training", "precision", &J::training, &T::precision),
       field("training", "recompute", &J::training, &T::recompute),
+      field("training", "attention_backend", &J::training, &T::attention_backend),
       field("training", "use_distributed_optimizer", &J::training, &T::use_distributed_optimizer),
       field("training", "overlap_grad_reduce", &J::training, &T::overlap_grad_reduce),
       field("training", "overlap_param_gather", &J::training, &T::overlap_param_gather),
@@ -133,6 +138,10 @@ const std::vector<Field>& fields() {
             &P::expert_model_parallel_size),
       field("parallelism", "expert_tensor_parallel_size", &J::parallelism,
             &P::expert_tensor_parallel_size),
+      field("parallelism", "decoder_first_pipeline_num_layers", &J::parallelism,
+            &P::decoder_first_pipeline_num_layers),
+      field("parallelism", "decoder_last_pipeline_num_layers", &J::parallelism,
+            &P::decoder_last_pipeline_num_layers),
   };
   return kFields;
 }

@@ -55,6 +55,7 @@ struct Dims {
   // MoE.
   bool moe;
   std::int64_t experts, topk, ep, etp, local_experts;
+  std::int64_t etp_gather;  // ranks whose routed tokens an expert GEMM sees: etp with SP, else 1
   std::int64_t moe_tokens;  // tokens per local expert
   std::int64_t moe_f_in, moe_f_out;
   std::int64_t shared_f_in, shared_f_out;
@@ -91,8 +92,11 @@ Dims make_dims(const JobSpec& job) {
     x.etp = job.etp();
     x.local_experts = x.experts / x.ep;
     // Each rank routes its Tsp tokens topk times; balanced routing spreads
-    // the EP group's copies evenly over the experts; ETP gathers its peers'.
-    x.moe_tokens = std::max<std::int64_t>(1, x.Tsp * x.topk * x.ep * x.etp / x.experts);
+    // the EP group's copies evenly over the experts. The ETP group gathers
+    // its peers' tokens when they differ (SP, or no TP); with TP and no SP
+    // every TP rank holds them already.
+    x.etp_gather = x.sp || x.t == 1 ? x.etp : 1;
+    x.moe_tokens = std::max<std::int64_t>(1, x.Tsp * x.topk * x.ep * x.etp_gather / x.experts);
     x.moe_f_in = m.moe_ffn() / x.etp;
     x.moe_f_out = gate * x.moe_f_in;
     x.shared_f_in = m.moe_shared_expert_intermediate_size / x.t;
@@ -208,7 +212,7 @@ class StageBuilder {
     role_.name = "stage" + std::to_string(stage);
     role_.streams = kStreamNames;
     if (x_.c == 1) role_.streams.pop_back();
-    layers_per_chunk_ = job.model.num_layers / (p_ * v_);
+    layers_per_chunk_ = job.layers_on_stage(stage) / v_;
     lp_ = layer_params(job, x_);
     JobSpec no_recompute = job;
     no_recompute.training.recompute = Recompute::kNone;
@@ -249,6 +253,7 @@ class StageBuilder {
   void tp_input_bwd();
 
   void attention_core(bool backward);
+  void unfused_attention(bool backward);
   void layer_forward(bool moe);
   void layer_backward(bool moe);
   void mlp(bool backward, std::int64_t f_in, std::int64_t f_out, std::string_view prefix,
@@ -256,7 +261,7 @@ class StageBuilder {
   void moe_forward();
   void moe_backward();
   void embedding(bool backward);
-  void output_layer(bool backward);
+  void output_layer(bool backward, int mb);
 
   void forward(int chunk, int mb);
   void backward(int chunk, int mb);
@@ -287,6 +292,8 @@ class StageBuilder {
   std::vector<bool> gathered_;  // per bucket id: params waited for already
   std::uint32_t next_group_ = 1;
   std::int64_t optimizer_params_ = 0;
+  std::vector<int>
+      logits_;  // per micro-batch: the logits' alloc op, from output forward to backward
   std::int64_t recomputed_bytes_ = 0;  // full recompute: a layer's activations, re-made
 };
 
@@ -415,6 +422,12 @@ void StageBuilder::tp_input_bwd() {
 void StageBuilder::attention_core(bool backward) {
   const std::string_view name = backward ? "attn_bwd" : "attn_fwd";
   const std::int64_t hq = x_.hq / x_.t, hkv = x_.hkv / x_.t;
+  if (is_unfused(job_.training.attention_backend)) {
+    // Selective recompute re-runs the core attention before its backward.
+    if (backward && job_.training.recompute == Recompute::kSelective) unfused_attention(false);
+    unfused_attention(backward);
+    return;
+  }
   if (x_.c == 1) {
     kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true), name);
     return;
@@ -437,6 +450,25 @@ void StageBuilder::attention_core(bool backward) {
     }
     if (i + 1 < x_.c) wait(kCompute, "cp_kv");
   }
+}
+
+// Megatron's DotProductAttention: scores = Q K^T as one batched GEMM per
+// (micro-batch, head), scale-mask-softmax and dropout materialized, then
+// scores x V. Key/value heads are repeated for GQA, as Megatron does.
+void StageBuilder::unfused_attention(bool backward) {
+  const std::int64_t batch = x_.b * x_.hq / x_.t;
+  const std::int64_t scores = batch * x_.s * x_.s;  // elements
+  if (!backward) {
+    gemm_fwd(x_.s, x_.s, x_.d, "attn_scores_fwd", batch);
+    mem("softmax_fwd", kBf16 * 2 * scores);
+    mem("attn_dropout_fwd", (kBf16 * 2 + 1) * scores);
+    gemm_fwd(x_.s, x_.d, x_.s, "attn_context_fwd", batch);
+    return;
+  }
+  gemm_bwd(x_.s, x_.d, x_.s, "attn_context_dgrad", "attn_context_wgrad", batch);
+  mem("attn_dropout_bwd", (kBf16 * 2 + 1) * scores);
+  mem("softmax_bwd", kBf16 * 3 * scores);
+  gemm_bwd(x_.s, x_.s, x_.d, "attn_scores_dgrad", "attn_scores_wgrad", batch);
 }
 
 // FC1 -> activation -> FC2 over `m` tokens (`batch` experts of that shape).
@@ -466,11 +498,12 @@ void StageBuilder::moe_forward() {
   mem("router_topk_fwd", kFp32 * x_.Tsp * x_.experts * 2);
   mem("permute_fwd", 2 * routed);
   if (x_.ep > 1) collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_dispatch");
-  if (x_.etp > 1)
-    collective(CollectiveKind::kAllGather, kCompute, slots_.etp, routed * x_.etp, "etp_all_gather");
+  if (x_.etp_gather > 1)
+    collective(CollectiveKind::kAllGather, kCompute, slots_.etp, routed * x_.etp_gather,
+               "etp_all_gather");
   mlp(false, x_.moe_f_in, x_.moe_f_out, "expert_", x_.moe_tokens, x_.local_experts);
-  if (x_.etp > 1)
-    collective(CollectiveKind::kReduceScatter, kCompute, slots_.etp, routed * x_.etp,
+  if (x_.etp_gather > 1)
+    collective(CollectiveKind::kReduceScatter, kCompute, slots_.etp, routed * x_.etp_gather,
                "etp_reduce_scatter");
   if (x_.ep > 1) collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_combine");
   mem("unpermute_fwd", 2 * routed);
@@ -491,11 +524,12 @@ void StageBuilder::moe_backward() {
   mem("unpermute_bwd", 2 * routed);
   if (x_.ep > 1)
     collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_combine_bwd");
-  if (x_.etp > 1)
-    collective(CollectiveKind::kAllGather, kCompute, slots_.etp, routed * x_.etp, "etp_all_gather");
+  if (x_.etp_gather > 1)
+    collective(CollectiveKind::kAllGather, kCompute, slots_.etp, routed * x_.etp_gather,
+               "etp_all_gather");
   mlp(true, x_.moe_f_in, x_.moe_f_out, "expert_", x_.moe_tokens, x_.local_experts);
-  if (x_.etp > 1)
-    collective(CollectiveKind::kReduceScatter, kCompute, slots_.etp, routed * x_.etp,
+  if (x_.etp_gather > 1)
+    collective(CollectiveKind::kReduceScatter, kCompute, slots_.etp, routed * x_.etp_gather,
                "etp_reduce_scatter");
   if (x_.ep > 1)
     collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_dispatch_bwd");
@@ -561,12 +595,15 @@ void StageBuilder::embedding(bool backward) {
 
 // Final norm, output (logits) layer and vocabulary-parallel cross entropy
 // (three small TP all-reduces: max, sum of exponentials, target logit).
-void StageBuilder::output_layer(bool backward) {
+void StageBuilder::output_layer(bool backward, int mb) {
   const std::int64_t logits = kBf16 * x_.T * x_.vocab;
   if (!backward) {
     mem("norm_fwd", kBf16 * 2 * x_.Tsp * x_.h);
     tp_input_fwd();
-    gemm_fwd(x_.T, x_.vocab, x_.h, "logits_fwd");
+    // The output layer is not a Transformer Engine layer: bf16 under fp8 too.
+    kernel(gemm(x_.T, x_.vocab, x_.h), "logits_fwd");
+    // bf16 logits and the fused cross entropy's fp32 copy, kept for its backward.
+    logits_[mb] = alloc(x_.T * x_.vocab * (kBf16 + kFp32), "logits");
     mem("cross_entropy_fwd", 2 * logits);
     if (x_.t > 1)
       collective(CollectiveKind::kAllReduce, kCompute, slots_.tp, kFp32 * 3 * x_.T, "tp_all_reduce",
@@ -574,7 +611,9 @@ void StageBuilder::output_layer(bool backward) {
     return;
   }
   mem("cross_entropy_bwd", 2 * logits);
-  gemm_bwd(x_.T, x_.vocab, x_.h, "logits_dgrad", "logits_wgrad");
+  free(logits_[mb], "logits");
+  kernel(gemm(x_.T, x_.h, x_.vocab), "logits_dgrad");
+  kernel(gemm(x_.h, x_.vocab, x_.T), "logits_wgrad");
   tp_input_bwd();
   mem("norm_bwd", kBf16 * 4 * x_.Tsp * x_.h);
 }
@@ -606,7 +645,7 @@ void StageBuilder::forward(int chunk, int mb) {
                  l] = alloc(act.count, "activations");
     layer_forward(moe);
   }
-  if (last_chunk_here(chunk)) output_layer(false);
+  if (last_chunk_here(chunk)) output_layer(false, mb);
   if (has_output_peer(chunk)) {
     record(kCompute, "forward_done");
     wait(kSendFwd, "forward_done");
@@ -628,7 +667,7 @@ void StageBuilder::backward(int chunk, int mb) {
     ++item;
   };
   if (last_chunk_here(chunk)) {
-    output_layer(true);
+    output_layer(true, mb);
     done_item();
   }
   const bool full = job_.training.recompute == Recompute::kFull;
@@ -670,8 +709,12 @@ void StageBuilder::plan_buckets() {
   for (int c = 0; c < v_; ++c) {
     std::vector<std::int64_t> dense_items, expert_items;
     if (last_chunk_here(c)) {
-      // Output layer (its own weight, or the tied copy) and the final norm.
-      dense_items.push_back(embedding_params + x_.h);
+      // Output layer (its own weight; with tied embeddings, a copy when the
+      // embedding lives on another stage) and the final norm.
+      const bool own_weight = job_.model.untie_embeddings_and_output_weights || p_ > 1;
+      const std::int64_t norm =
+          (job_.model.normalization == Normalization::kLayerNorm ? 2 : 1) * x_.h;
+      dense_items.push_back((own_weight ? embedding_params : 0) + norm);
       expert_items.push_back(0);
     }
     for (int l = 0; l < layers_per_chunk_; ++l) {
@@ -736,8 +779,13 @@ void StageBuilder::param_gather(bool overlapped) {
   const std::uint16_t stream = overlapped ? kDp : kCompute;
   for (int c = 0; c < v_; ++c) {
     const int base = bucket_base(buckets_, c);
-    // Forward order: the last bucket (nearest the input) first.
-    for (int b = static_cast<int>(buckets_[c].size()) - 1; b >= 0; --b) {
+    // Dense buckets in forward order (the last one, nearest the input, first),
+    // then the experts'.
+    std::vector<int> order;
+    for (const bool expert : {false, true})
+      for (int b = static_cast<int>(buckets_[c].size()) - 1; b >= 0; --b)
+        if (buckets_[c][b].expert == expert) order.push_back(b);
+    for (const int b : order) {
       const Bucket& bucket = buckets_[c][b];
       const int slot = bucket.expert ? slots_.edp : slots_.dp_cp;
       if (slot < 0) continue;
@@ -807,6 +855,7 @@ Role StageBuilder::build(RoleFootprint* footprint) {
 
   const int m = job_.num_microbatches();
   activations_.assign(static_cast<std::size_t>(v_) * m * layers_per_chunk_, -1);
+  logits_.assign(m, -1);
   for (const Step& step : pipeline_schedule(p_, v_, m, stage_)) {
     if (step.forward) {
       forward(step.chunk, step.microbatch);

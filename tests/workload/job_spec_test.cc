@@ -40,6 +40,22 @@ TEST(JobSpec, EnumNames) {
   EXPECT_EQ(to_string(Normalization::kRmsNorm), "RMSNorm");
   EXPECT_EQ(to_string(Precision::kFp8), "fp8");
   EXPECT_EQ(to_string(Recompute::kSelective), "selective");
+  EXPECT_EQ(to_string(AttentionBackend::kUnfused), "unfused");
+}
+
+TEST(JobSpec, UnevenPipelineLayers) {
+  JobSpec j = base_job();  // 32 layers
+  j.parallelism.pipeline_model_parallel_size = 4;
+  j.parallelism.decoder_first_pipeline_num_layers = 5;
+  j.parallelism.decoder_last_pipeline_num_layers = 9;
+  ASSERT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+  EXPECT_EQ(j.layers_on_stage(0), 5);
+  EXPECT_EQ(j.layers_on_stage(1), 9);
+  EXPECT_EQ(j.layers_on_stage(2), 9);
+  EXPECT_EQ(j.layers_on_stage(3), 9);
+  j.parallelism.decoder_last_pipeline_num_layers = 0;  // 27 over 3 stages
+  ASSERT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+  EXPECT_EQ(j.layers_on_stage(3), 9);
 }
 
 TEST(JobSpec, EveryPresetIsValidOnItsOwnGrid) {
@@ -197,6 +213,47 @@ INSTANTIATE_TEST_SUITE_P(
                   "cluster.num_gpus: 60 is not a whole number of 8-GPU nodes (cluster.node.gpus)"},
         Rejection{"too many", [](JobSpec* j) { j->num_gpus = 128; },
                   "cluster.num_gpus: 128 GPUs do not fit in the cluster's 64 (8 nodes)"},
+        Rejection{"uneven negative",
+                  [](JobSpec* j) { j->parallelism.decoder_first_pipeline_num_layers = -1; },
+                  "parallelism.decoder_first_pipeline_num_layers: -1 must be at least 0"},
+        Rejection{"uneven without pp",
+                  [](JobSpec* j) {
+                    j->parallelism.pipeline_model_parallel_size = 1;
+                    j->parallelism.decoder_last_pipeline_num_layers = 4;
+                  },
+                  "parallelism.decoder_last_pipeline_num_layers: needs "
+                  "pipeline_model_parallel_size > 1 (got 1)"},
+        Rejection{"uneven with vpp",
+                  [](JobSpec* j) {
+                    j->parallelism.virtual_pipeline_model_parallel_size = 2;
+                    j->parallelism.decoder_first_pipeline_num_layers = 8;
+                  },
+                  "parallelism.decoder_first_pipeline_num_layers: is not supported with "
+                  "virtual_pipeline_model_parallel_size > 1"},
+        Rejection{"uneven rest",
+                  [](JobSpec* j) {
+                    j->parallelism.pipeline_model_parallel_size = 4;
+                    j->parallelism.decoder_first_pipeline_num_layers = 7;
+                  },
+                  "parallelism.decoder_first_pipeline_num_layers: model.num_layers 32 minus the "
+                  "first (7) and last (0) stages' layers leaves 25, which does not divide evenly "
+                  "over the other 3 stages"},
+        Rejection{"uneven all taken",
+                  [](JobSpec* j) {
+                    j->parallelism.decoder_first_pipeline_num_layers = 16;
+                    j->parallelism.decoder_last_pipeline_num_layers = 8;
+                  },
+                  "parallelism.decoder_first_pipeline_num_layers: model.num_layers 32 minus the "
+                  "first (16) and last (8) stages' layers leaves 8, which does not divide evenly "
+                  "over the other 0 stages"},
+        Rejection{"unfused with cp",
+                  [](JobSpec* j) {
+                    j->parallelism.context_parallel_size = 2;
+                    j->training.attention_backend = AttentionBackend::kUnfused;
+                  },
+                  "training.attention_backend: unfused cannot run context parallelism "
+                  "(context_parallel_size 2): Megatron's ring attention needs a fused backend "
+                  "(flash, fused, auto)"},
         Rejection{"bad cluster", [](JobSpec* j) { j->cluster.nic_Gbps = 0; },
                   "cluster.network.nic_Gbps: must be > 0 and at most 100000 (got 0)"},
         Rejection{"grid",

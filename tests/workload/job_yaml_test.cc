@@ -138,10 +138,11 @@ TEST(JobYaml, OverrideErrorsNameTheOverride) {
             "--set parallelism.tensor_model_parallel_size=3: cluster.num_gpus: 64 is not "
             "divisible by parallelism.tensor_model_parallel_size 3 * "
             "pipeline_model_parallel_size 2 * context_parallel_size 1 = 6");
-  EXPECT_EQ(error_of(kBase, {"training.speed=3"}),
-            "--set training.speed=3: training.speed: unknown field (fields of training: "
-            "seq_length, micro_batch_size, global_batch_size, precision, recompute, "
-            "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_size)");
+  EXPECT_EQ(
+      error_of(kBase, {"training.speed=3"}),
+      "--set training.speed=3: training.speed: unknown field (fields of training: "
+      "seq_length, micro_batch_size, global_batch_size, precision, recompute, attention_backend, "
+      "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_size)");
   EXPECT_EQ(error_of(kBase, {"optimizer.lr=3"}),
             "--set optimizer.lr=3: optimizer: unknown section (sections: name, model, training, "
             "parallelism, cluster)");
