@@ -331,11 +331,6 @@ Result<ExecutionGraph> parse_graph_json(std::string_view text, std::string_view 
 }
 
 Result<ExecutionGraph> load_graph(const std::string& path) {
-  // Reading a directory fails late and obscurely (a JSON syntax error on
-  // Linux); name the problem instead.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return Status::invalid_argument(fmt::format("{}: is a directory", path));
   PRISM_ASSIGN_OR_RETURN(std::string text, read_file(path));
   return parse_graph_json(text, path);
 }

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +13,10 @@
 namespace prism {
 
 Result<std::string> read_file(const std::string& path) {
+  // A directory opens as an empty stream on Linux; name the problem instead.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Status::invalid_argument(path + ": is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (errno == ENOENT) return Status::not_found(path + ": no such file");

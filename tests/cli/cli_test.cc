@@ -164,6 +164,7 @@ TEST_P(CliGoldenTest, MatchesGolden) {
 const std::string kGpt = "examples/graphs/gpt_tp2_pp2_dp2.json";
 const std::string kDeadlock = "examples/graphs/deadlock.json";
 const std::string kOversubscribed = "tests/cli/data/cluster_oversubscribed.yaml";
+const std::string kJob = "tests/cli/data/job_small.yaml";
 
 std::vector<Case> cases() {
   return {
@@ -268,6 +269,73 @@ std::vector<Case> cases() {
        {},
        {{kGpt, "g.json"}}},
       {"error_validate_duplicate_field", {"validate", "tests/cli/data/duplicate_field.json"}},
+      // Job specs: simulate and build (the compute model only, unless a test
+      // database is given, so that the shipped database can change).
+      {"simulate_help", {"simulate", "--help"}},
+      {"build_help", {"build", "--help"}},
+      {"simulate_small",
+       {"simulate", kJob, "--no-kernel-db", "--report", "{tmp}/report.json", "--kernels",
+        "{tmp}/kernels.csv"},
+       {"report.json", "kernels.csv"}},
+      {"simulate_small_no_fold", {"simulate", kJob, "--no-kernel-db", "--no-fold"}},
+      {"simulate_small_set",
+       {"simulate", kJob, "--no-kernel-db", "--set", "parallelism.pipeline_model_parallel_size=1",
+        "--set", "training.recompute=full", "--set", "parallelism.context_parallel_size=2", "--set",
+        "name=gpt-small-cp2"}},
+      {"simulate_small_kernel_db",
+       {"simulate", kJob, "--kernel-db", "tests/cli/data/kernels_small.csv", "--report",
+        "{tmp}/report.json"},
+       {"report.json"}},
+      {"build_small", {"build", kJob, "--no-kernel-db", "-o", "{tmp}/graph.json"}},
+      {"error_simulate_missing_job_argument", {"simulate"}},
+      {"error_simulate_missing_file", {"simulate", "tests/cli/data/no_such_job.yaml"}},
+      {"error_simulate_directory", {"simulate", "tests/cli/data"}},
+      {"error_simulate_malformed_yaml", {"simulate", "tests/cli/data/job_malformed.yaml"}},
+      {"error_simulate_unknown_field", {"simulate", "tests/cli/data/job_unknown_field.yaml"}},
+      {"error_simulate_set_without_equals",
+       {"simulate", kJob, "--set", "parallelism.tensor_model_parallel_size"}},
+      {"error_simulate_set_unknown_section", {"simulate", kJob, "--set", "optimizer.lr=0.1"}},
+      {"error_simulate_set_unknown_field",
+       {"simulate", kJob, "--set", "parallelism.tensor_parallel=4"}},
+      {"error_simulate_set_bad_value", {"simulate", kJob, "--set", "training.recompute=all"}},
+      {"error_simulate_set_impossible",
+       {"simulate", kJob, "--set", "parallelism.tensor_model_parallel_size=3"}},
+      {"error_simulate_set_unknown_cluster", {"simulate", kJob, "--set", "cluster.preset=dgx-z9"}},
+      {"error_simulate_heads_not_divisible_by_tp",
+       {"simulate", "tests/cli/data/job_heads_tp.yaml"}},
+      {"error_simulate_kernel_db_malformed",
+       {"simulate", kJob, "--kernel-db", "tests/cli/data/kernels_malformed.csv"}},
+      {"error_simulate_kernel_db_missing",
+       {"simulate", kJob, "--kernel-db", "tests/cli/data/no_such_kernels.csv"}},
+      {"error_simulate_no_kernel_db_and_kernel_db",
+       {"simulate", kJob, "--no-kernel-db", "--kernel-db", "tests/cli/data/kernels_small.csv"}},
+      {"error_simulate_trace_ranks_out_of_range",
+       {"simulate", kJob, "--no-kernel-db", "--trace", "{tmp}/t.json", "--trace-ranks", "0,16"}},
+      {"error_simulate_trace_ranks_without_trace",
+       {"simulate", kJob, "--no-kernel-db", "--trace-ranks", "0"}},
+      {"error_simulate_report_empty", {"simulate", kJob, "--no-kernel-db", "--report", ""}},
+      {"error_simulate_trace_empty", {"simulate", kJob, "--no-kernel-db", "--trace", ""}},
+      {"error_simulate_kernels_empty", {"simulate", kJob, "--no-kernel-db", "--kernels", ""}},
+      {"error_simulate_report_unwritable",
+       {"simulate", kJob, "--no-kernel-db", "--report", "/nonexistent-prism-dir/report.json"}},
+      {"error_simulate_nccl_algo", {"simulate", kJob, "--no-kernel-db", "--nccl-algo", "Rings"}},
+      {"error_simulate_report_overwrites_job",
+       {"simulate", "{tmp}/job.yaml", "--no-kernel-db", "--report", "{tmp}/./job.yaml"},
+       {},
+       {{kJob, "job.yaml"}}},
+      {"error_simulate_report_and_trace_same_file",
+       {"simulate", kJob, "--no-kernel-db", "--report", "{tmp}/out.json", "--trace",
+        "{tmp}/./out.json"}},
+      {"error_build_output_overwrites_job",
+       {"build", "{tmp}/job.yaml", "--no-kernel-db", "-o", "{tmp}/job.yaml"},
+       {},
+       {{kJob, "job.yaml"}}},
+      {"error_build_missing_output", {"build", kJob}},
+      {"error_build_output_empty", {"build", kJob, "-o", ""}},
+      {"error_build_malformed_yaml",
+       {"build", "tests/cli/data/job_malformed.yaml", "-o", "{tmp}/graph.json"}},
+      {"error_build_heads_not_divisible_by_tp",
+       {"build", "tests/cli/data/job_heads_tp.yaml", "-o", "{tmp}/graph.json"}},
   };
 }
 
@@ -316,6 +384,33 @@ TEST_F(CliDeterminismTest, RepeatedAndFoldedRunsAgree) {
   EXPECT_NE(reports[0], reports[2]);  // they do differ in how they ran
   EXPECT_EQ(without_run_fields(reports[0]), without_run_fields(reports[2]));
   EXPECT_EQ(traces[0], traces[2]);
+}
+
+// The same for `prism simulate`: folding changes neither the report (but for
+// how the replay ran) nor the traces of ranks of both roles.
+TEST_F(CliDeterminismTest, SimulateFoldedAndUnfoldedAgree) {
+  std::vector<std::string> reports, traces;
+  for (const char* mode : {"--no-fold", ""}) {
+    const std::string tag = std::to_string(reports.size());
+    std::vector<std::string> args = {"simulate",
+                                     kJob,
+                                     "--no-kernel-db",
+                                     "--report",
+                                     "{tmp}/r" + tag,
+                                     "--trace",
+                                     "{tmp}/t" + tag,
+                                     "--trace-ranks",
+                                     "0,9"};
+    if (*mode != '\0') args.emplace_back(mode);
+    ASSERT_EQ(run_prism(args, tmp_).exit_status, 0);
+    reports.push_back(slurp(fs::path(tmp_) / ("r" + tag)));
+    traces.push_back(slurp(fs::path(tmp_) / ("t" + tag)));
+    ASSERT_FALSE(reports.back().empty());
+    ASSERT_FALSE(traces.back().empty());
+  }
+  EXPECT_NE(reports[0], reports[1]);
+  EXPECT_EQ(without_run_fields(reports[0]), without_run_fields(reports[1]));
+  EXPECT_EQ(traces[0], traces[1]);
 }
 
 }  // namespace

@@ -33,8 +33,10 @@ TEST(KernelModelCalibrationTest, LargeGemms) {
   const Kernel big = gemm(8192, 8192, 8192);
   EXPECT_GT(tflops(model("H100-SXM5-80GB"), big), 700);  // cuBLAS: 736-798
   EXPECT_LT(tflops(model("H100-SXM5-80GB"), big), 780);
-  EXPECT_GT(tflops(model("A100-SXM4-80GB"), big), 250);  // cuBLAS: ~270
-  EXPECT_LT(tflops(model("A100-SXM4-80GB"), big), 280);
+  // A100: calibrated on 2021-22 Megatron-LM runs (docs/validation.md), below
+  // today's cuBLAS (~270).
+  EXPECT_GT(tflops(model("A100-SXM4-80GB"), big), 225);
+  EXPECT_LT(tflops(model("A100-SXM4-80GB"), big), 250);
   const Kernel big8 = gemm(8192, 8192, 8192, DType::kFloat8E4M3);
   EXPECT_GT(tflops(model("H100-SXM5-80GB"), big8), 1200);  // MAMF 1402
   EXPECT_LT(tflops(model("H100-SXM5-80GB"), big8), 1400);

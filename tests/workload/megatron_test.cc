@@ -1,3 +1,830 @@
+// Tests of build_megatron() against Megatron-Core itself: its rank order and
+// communicator groups (parallel_state's RankGenerator), its pipeline
+// schedules (schedules.py), Korthikanti et al. 2022's activation memory, the
+// parameter count of model_stats.h and Megatron-LM's FLOP formula; then a
+// property test over random small jobs that every built graph replays to
+// completion, folded and unfolded alike, with balanced memory.
 #include "workload/megatron.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compute/compute_model.h"
+#include "compute/gpu_spec.h"
+#include "compute/kernel.h"
+#include "mem/memory_model.h"
+#include "net/flow_network.h"
+#include "replay/replay.h"
+#include "workload/job_yaml.h"
+#include "workload/model_stats.h"
+
+namespace prism {
+namespace {
+
+using Groups = std::vector<std::vector<Rank>>;
+
+JobSpec parse(const std::string& yaml) {
+  Result<JobSpec> j = parse_job_yaml(yaml, "<test>");
+  EXPECT_TRUE(j.is_ok()) << j.status().message() << "\n" << yaml;
+  return j.is_ok() ? std::move(j).value() : JobSpec{};
+}
+
+const KernelModel& h100() {
+  static const KernelModel km(gpu_spec("H100-SXM5-80GB").value(), nullptr);
+  return km;
+}
+
+BuiltJob build(const JobSpec& job) {
+  Result<BuiltJob> b = build_megatron(job, h100());
+  EXPECT_TRUE(b.is_ok()) << b.status().message();
+  return b.is_ok() ? std::move(b).value() : BuiltJob{};
+}
+
+// A small GPT-style model (GeLU, LayerNorm, tied embeddings, biases).
+std::string gpt(int layers, int hidden, int heads, int vocab = 1000) {
+  return "model: {num_layers: " + std::to_string(layers) +
+         ", hidden_size: " + std::to_string(hidden) +
+         ", num_attention_heads: " + std::to_string(heads) +
+         ", vocab_size: " + std::to_string(vocab) + "}\n";
+}
+
+std::string cluster(int gpus) {
+  return "cluster: {preset: dgx-h100, num_gpus: " + std::to_string(gpus) + "}\n";
+}
+
+// Every group of slot `name`, each in communicator order, ordered by lowest
+// member; checks that every member of a group resolves to that same group.
+Groups groups_of(const ExecutionGraph& g, const std::string& name) {
+  const int s = g.find_slot(name);
+  EXPECT_GE(s, 0) << name;
+  if (s < 0) return {};
+  const SlotResolver res = g.resolver();
+  std::map<Rank, std::vector<Rank>> by_first;
+  for (Rank r = 0; r < g.world_size(); ++r) {
+    if (res.group_id(s, r) == kNone) continue;
+    std::vector<Rank> m;
+    res.members(s, r, &m);
+    EXPECT_EQ(res.group_size(s, r), static_cast<int>(m.size())) << name << " rank " << r;
+    EXPECT_EQ(m[res.index_in_group(s, r)], r) << name << " rank " << r;
+    const Rank lowest = *std::min_element(m.begin(), m.end());
+    auto [it, inserted] = by_first.try_emplace(lowest, m);
+    if (!inserted) {
+      EXPECT_EQ(it->second, m) << name << " rank " << r;
+    }
+  }
+  Groups out;
+  for (auto& [first, m] : by_first) out.push_back(m);
+  return out;
+}
+
+std::vector<Rank> peers_of(const ExecutionGraph& g, const std::string& name) {
+  const int s = g.find_slot(name);
+  EXPECT_GE(s, 0) << name;
+  std::vector<Rank> out;
+  if (s < 0) return out;
+  for (Rank r = 0; r < g.world_size(); ++r) out.push_back(g.resolver().peer(s, r));
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Layout and communicator groups.
+
+// Megatron-Core's RankGenerator, order tp-cp-ep-dp-pp, on 16 GPUs with tp 2,
+// cp 2, dp 2, pp 2: rank = tp + 2 cp + 4 dp + 8 pp.
+TEST(MegatronLayout, DenseGroupsFollowMegatronRankOrder) {
+  const JobSpec job =
+      parse(gpt(4, 256, 8) +
+            "training: {seq_length: 512}\n"
+            "parallelism: {tensor_model_parallel_size: 2, sequence_parallel: true,\n"
+            "  context_parallel_size: 2, pipeline_model_parallel_size: 2}\n" +
+            cluster(16));
+  ASSERT_EQ(job.dp(), 2);
+  const BuiltJob b = build(job);
+  const ExecutionGraph& g = b.graph;
+  ASSERT_EQ(g.world_size(), 16);
+  EXPECT_EQ(groups_of(g, "tp"),
+            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
+  EXPECT_EQ(groups_of(g, "cp"),
+            (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
+  // Megatron's data_parallel_group_with_cp: the dense gradients' group.
+  EXPECT_EQ(groups_of(g, "dp_cp"),
+            (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}}));
+  // Tied embeddings: first and last stage of each pipeline.
+  EXPECT_EQ(groups_of(g, "embd"),
+            (Groups{{0, 8}, {1, 9}, {2, 10}, {3, 11}, {4, 12}, {5, 13}, {6, 14}, {7, 15}}));
+  EXPECT_EQ(g.find_slot("dp"), -1);  // dense gradients reduce over dp_cp only
+  EXPECT_EQ(g.find_slot("ep"), -1);
+  // Pipeline peers: pp groups {0, 8}, {1, 9}, ...; no wrap without interleaving.
+  std::vector<Rank> next(16, kNone), prev(16, kNone);
+  for (Rank r = 0; r < 8; ++r) {
+    next[r] = r + 8;
+    prev[r + 8] = r;
+  }
+  EXPECT_EQ(peers_of(g, "pp_next"), next);
+  EXPECT_EQ(peers_of(g, "pp_prev"), prev);
+  // Ring attention: the next rank of the cp group, wrapping.
+  EXPECT_EQ(peers_of(g, "cp_next"),
+            (std::vector<Rank>{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13}));
+  EXPECT_EQ(peers_of(g, "cp_prev"), peers_of(g, "cp_next"));  // cp 2: the same peer
+  // One role per stage; stage = rank / 8.
+  ASSERT_EQ(g.roles.size(), 2u);
+  for (Rank r = 0; r < 16; ++r) EXPECT_EQ(g.role_of_rank[r], r / 8) << r;
+}
+
+TEST(MegatronLayout, DataParallelGroupsWithoutContextParallelism) {
+  const JobSpec job = parse(gpt(4, 256, 8) +
+                            "parallelism: {tensor_model_parallel_size: 2,\n"
+                            "  pipeline_model_parallel_size: 4}\n" +
+                            cluster(16));
+  const BuiltJob b = build(job);
+  const ExecutionGraph& g = b.graph;
+  EXPECT_EQ(groups_of(g, "dp_cp"),
+            (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
+  EXPECT_EQ(groups_of(g, "embd"), (Groups{{0, 12}, {1, 13}, {2, 14}, {3, 15}}));
+  EXPECT_EQ(g.find_slot("cp"), -1);
+  EXPECT_EQ(g.find_slot("cp_next"), -1);
+  std::vector<Rank> next(16, kNone);
+  for (Rank r = 0; r < 12; ++r) next[r] = r + 4;
+  EXPECT_EQ(peers_of(g, "pp_next"), next);
+  for (Rank r = 0; r < 16; ++r) EXPECT_EQ(g.role_of_rank[r], r / 4) << r;
+}
+
+TEST(MegatronLayout, InterleavedPipelinePeersWrap) {
+  const JobSpec job = parse(gpt(8, 256, 8) +
+                            "training: {global_batch_size: 8}\n"
+                            "parallelism: {pipeline_model_parallel_size: 4,\n"
+                            "  virtual_pipeline_model_parallel_size: 2}\n" +
+                            cluster(8));
+  const BuiltJob b = build(job);
+  // pp groups {0, 2, 4, 6}, {1, 3, 5, 7}; the last stage sends to the first.
+  EXPECT_EQ(peers_of(b.graph, "pp_next"), (std::vector<Rank>{2, 3, 4, 5, 6, 7, 0, 1}));
+  EXPECT_EQ(peers_of(b.graph, "pp_prev"), (std::vector<Rank>{6, 7, 0, 1, 2, 3, 4, 5}));
+}
+
+TEST(MegatronLayout, UntiedEmbeddingsHaveNoEmbeddingGroup) {
+  const JobSpec job = parse(
+      "model: {num_layers: 4, hidden_size: 256, num_attention_heads: 8, vocab_size: 1000,\n"
+      "  untie_embeddings_and_output_weights: true}\n"
+      "parallelism: {pipeline_model_parallel_size: 2}\n" +
+      cluster(4));
+  const BuiltJob b = build(job);
+  EXPECT_EQ(b.graph.find_slot("embd"), -1);
+  EXPECT_EQ(groups_of(b.graph, "dp_cp"), (Groups{{0, 1}, {2, 3}}));
+}
+
+std::string moe(int layers, int hidden, int heads, int experts) {
+  return "model: {num_layers: " + std::to_string(layers) +
+         ", hidden_size: " + std::to_string(hidden) +
+         ", num_attention_heads: " + std::to_string(heads) +
+         ", vocab_size: 1000, activation: swiglu, normalization: RMSNorm,\n"
+         "  num_moe_experts: " +
+         std::to_string(experts) + ", moe_router_topk: 2}\n";
+}
+
+// Megatron-Core's expert RankGenerator, order tp-ep-dp-pp with tp = etp:
+// 16 GPUs, tp = etp 2, ep 4, edp 2.
+TEST(MegatronLayout, ExpertGroupsFollowMegatronExpertRankOrder) {
+  const JobSpec job =
+      parse(moe(2, 256, 8, 8) +
+            "parallelism: {tensor_model_parallel_size: 2, sequence_parallel: true,\n"
+            "  expert_model_parallel_size: 4}\n" +
+            cluster(16));
+  ASSERT_EQ(job.expert_dp(), 2);
+  const BuiltJob b = build(job);
+  const ExecutionGraph& g = b.graph;
+  EXPECT_EQ(groups_of(g, "etp"),
+            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
+  EXPECT_EQ(groups_of(g, "ep"),
+            (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}}));
+  EXPECT_EQ(groups_of(g, "edp"),
+            (Groups{{0, 8}, {1, 9}, {2, 10}, {3, 11}, {4, 12}, {5, 13}, {6, 14}, {7, 15}}));
+  EXPECT_EQ(groups_of(g, "tp"), groups_of(g, "etp"));
+  // The dense parts: dp 8 over everything but tp.
+  EXPECT_EQ(groups_of(g, "dp_cp"),
+            (Groups{{0, 2, 4, 6, 8, 10, 12, 14}, {1, 3, 5, 7, 9, 11, 13, 15}}));
+}
+
+// Expert groups stay within a pipeline stage; etp 1 differs from tp 2.
+TEST(MegatronLayout, ExpertGroupsWithPipelineAndExpertTensorParallelOne) {
+  const JobSpec job =
+      parse(moe(2, 256, 8, 4) +
+            "parallelism: {tensor_model_parallel_size: 2, sequence_parallel: true,\n"
+            "  pipeline_model_parallel_size: 2, expert_model_parallel_size: 2,\n"
+            "  expert_tensor_parallel_size: 1}\n" +
+            cluster(16));
+  ASSERT_EQ(job.expert_dp(), 4);
+  const BuiltJob b = build(job);
+  const ExecutionGraph& g = b.graph;
+  EXPECT_EQ(g.find_slot("etp"), -1);
+  EXPECT_EQ(groups_of(g, "ep"),
+            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
+  EXPECT_EQ(groups_of(g, "edp"),
+            (Groups{{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}}));
+  EXPECT_EQ(groups_of(g, "tp"),
+            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
+}
+
+// ---------------------------------------------------------------------------
+// Pipeline schedules.
+
+// The role's schedule as "F<mb>" / "B<mb>" (v == 1) or "F<chunk>.<mb>"
+// (interleaved), read from the graph: a forward starts at its micro-batch
+// marker (Op::arg = micro-batch) and allocates its layers' activations; a
+// backward frees them, which names the forward it undoes. A micro-batch's
+// chunks run forward in order on a rank, so its j-th forward is chunk j. The
+// first model chunk (stage 0) is checked by its embedding and the last (last
+// stage) by its logits.
+std::string schedule_of(const Role& role, int stage, int p, int v) {
+  struct Fwd {
+    int mb, chunk;
+    bool embedding = false, logits = false;
+  };
+  struct Step {
+    bool forward;
+    int fwd;  // index into fwds: the forward, or the forward a backward undoes
+    bool embedding = false, logits = false;  // backward: embedding / output layer
+  };
+  std::vector<Fwd> fwds;
+  std::vector<Step> steps;
+  std::map<int, int> seen;      // micro-batch -> forwards so far
+  std::map<int, int> owner;     // activation alloc op -> forward
+  bool logits_pending = false;  // the output layer's backward precedes the layers'
+  for (int i = 0; i < static_cast<int>(role.ops.size()); ++i) {
+    const Op& op = role.ops[i];
+    const std::string n = op.name >= 0 ? role.names[op.name] : std::string();
+    if (op.kind == OpKind::kMarker && op.marker == MarkerKind::kMicrobatch) {
+      fwds.push_back({op.arg, seen[op.arg]++});
+      steps.push_back({true, static_cast<int>(fwds.size()) - 1});
+    } else if (op.kind == OpKind::kAlloc && n == "activations") {
+      owner[i] = static_cast<int>(fwds.size()) - 1;
+    } else if (op.kind == OpKind::kFree && n == "activations") {
+      const int f = owner.at(op.ref);
+      if (steps.back().forward || steps.back().fwd != f) {
+        steps.push_back({false, f, false, logits_pending});
+        logits_pending = false;
+      }
+    } else if (op.kind != OpKind::kCompute) {
+      continue;
+    } else if (n == "embedding_fwd") {
+      fwds.back().embedding = true;
+    } else if (n == "logits_fwd") {
+      fwds.back().logits = true;
+    } else if (n == "logits_dgrad") {
+      logits_pending = true;
+    } else if (n == "embedding_bwd") {
+      steps.back().embedding = true;
+    }
+  }
+  std::string out;
+  for (const Step& step : steps) {
+    const Fwd& x = fwds[step.fwd];
+    std::string label = step.forward ? "F" : "B";
+    if (v > 1) label += std::to_string(x.chunk) + ".";
+    label += std::to_string(x.mb);
+    const bool embedding = step.forward ? x.embedding : step.embedding;
+    const bool logits = step.forward ? x.logits : step.logits;
+    EXPECT_EQ(embedding, stage == 0 && x.chunk == 0) << "stage " << stage << " " << label;
+    EXPECT_EQ(logits, stage == p - 1 && x.chunk == v - 1) << "stage " << stage << " " << label;
+    out += (out.empty() ? "" : " ") + label;
+  }
+  return out;
+}
+
+BuiltJob pipeline_job(int p, int v, int m, int layers) {
+  return build(parse(
+      gpt(layers, 256, 8) + "training: {seq_length: 256, global_batch_size: " + std::to_string(m) +
+      "}\n" + "parallelism: {pipeline_model_parallel_size: " + std::to_string(p) +
+      ", virtual_pipeline_model_parallel_size: " + std::to_string(v) + "}\n" + cluster(p)));
+}
+
+// Megatron's forward_backward_pipelining_without_interleaving: stage r runs
+// min(p - r - 1, m) warm-up forwards, then 1F1B, then the cool-down backwards.
+TEST(MegatronSchedule, OneForwardOneBackward) {
+  const BuiltJob b = pipeline_job(4, 1, 8, 4);
+  ASSERT_EQ(b.graph.roles.size(), 4u);
+  const std::vector<std::string> expected = {
+      "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7",
+      "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7",
+      "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7",
+      "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7",
+  };
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(schedule_of(b.graph.roles[s], s, 4, 1), expected[s]) << s;
+}
+
+TEST(MegatronSchedule, FewerMicrobatchesThanStages) {
+  const BuiltJob b = pipeline_job(4, 1, 2, 4);
+  // Warm-up min(p - r - 1, 2): 2, 2, 1, 0.
+  const std::vector<std::string> expected = {"F0 F1 B0 B1", "F0 F1 B0 B1", "F0 F1 B0 B1",
+                                             "F0 B0 F1 B1"};
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(schedule_of(b.graph.roles[s], s, 4, 1), expected[s]) << s;
+}
+
+// Megatron's forward_backward_pipelining_with_interleaving: warm-up
+// (p - r - 1) * 2 + (v - 1) * p forwards (all of them when m == p); the k-th
+// forward runs chunk (k mod pv) / p on micro-batch (k / pv) p + k mod p, the
+// k-th backward chunk v - 1 - (k mod pv) / p on the same micro-batch formula.
+TEST(MegatronSchedule, InterleavedTwoStagesTwoChunks) {
+  const BuiltJob b = pipeline_job(2, 2, 4, 4);
+  // Rank 0: warm-up (2 - 0 - 1) * 2 + 1 * 2 = 4; rank 1: 0 + 2 = 2.
+  EXPECT_EQ(schedule_of(b.graph.roles[0], 0, 2, 2),
+            "F0.0 F0.1 F1.0 F1.1 "
+            "F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 "
+            "B1.2 B1.3 B0.2 B0.3");
+  EXPECT_EQ(schedule_of(b.graph.roles[1], 1, 2, 2),
+            "F0.0 F0.1 "
+            "F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 "
+            "B0.2 B0.3");
+}
+
+TEST(MegatronSchedule, InterleavedAllWarmupWhenMicrobatchesEqualStages) {
+  const BuiltJob b = pipeline_job(2, 2, 2, 4);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(schedule_of(b.graph.roles[s], s, 2, 2), "F0.0 F0.1 F1.0 F1.1 B1.0 B1.1 B0.0 B0.1")
+        << s;
+  }
+}
+
+TEST(MegatronSchedule, InterleavedFourStagesTwoChunks) {
+  const BuiltJob b = pipeline_job(4, 2, 8, 8);
+  // Rank 0: warm-up 3 * 2 + 4 = 10 of 16.
+  EXPECT_EQ(schedule_of(b.graph.roles[0], 0, 4, 2),
+            "F0.0 F0.1 F0.2 F0.3 F1.0 F1.1 F1.2 F1.3 F0.4 F0.5 "
+            "F0.6 B1.0 F0.7 B1.1 F1.4 B1.2 F1.5 B1.3 F1.6 B0.0 F1.7 B0.1 "
+            "B0.2 B0.3 B1.4 B1.5 B1.6 B1.7 B0.4 B0.5 B0.6 B0.7");
+  // Rank 3: warm-up 4.
+  EXPECT_EQ(schedule_of(b.graph.roles[3], 3, 4, 2),
+            "F0.0 F0.1 F0.2 F0.3 "
+            "F1.0 B1.0 F1.1 B1.1 F1.2 B1.2 F1.3 B1.3 F0.4 B0.0 F0.5 B0.1 F0.6 B0.2 F0.7 B0.3 "
+            "F1.4 B1.4 F1.5 B1.5 F1.6 B1.6 F1.7 B1.7 "
+            "B0.4 B0.5 B0.6 B0.7");
+}
+
+// Every forward sends its activation to the next stage (or chunk) and every
+// backward its gradient back, so the counts follow from the layout.
+TEST(MegatronSchedule, PointToPointCounts) {
+  const BuiltJob b = pipeline_job(4, 2, 8, 8);
+  for (int s = 0; s < 4; ++s) {
+    std::map<std::string, int> count;
+    for (const Op& op : b.graph.roles[s].ops) {
+      if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv)
+        ++count[b.graph.roles[s].names[op.name]];
+    }
+    // Chunks with an input peer: all but (stage 0, chunk 0); output peer: all
+    // but (last stage, last chunk). 8 micro-batches each.
+    const int with_input = s == 0 ? 1 : 2, with_output = s == 3 ? 1 : 2;
+    EXPECT_EQ(count["pp_recv_activation"], 8 * with_input) << s;
+    EXPECT_EQ(count["pp_send_grad"], 8 * with_input) << s;
+    EXPECT_EQ(count["pp_send_activation"], 8 * with_output) << s;
+    EXPECT_EQ(count["pp_recv_grad"], 8 * with_output) << s;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Activation memory: Korthikanti et al. 2022 (arXiv 2205.05198), table 2,
+// per layer, without the 5as/h attention-score term (flash attention keeps
+// no score matrix).
+
+JobSpec activation_job(int tp, bool sp, int cp, const std::string& recompute) {
+  return parse(gpt(4, 1024, 16) +
+               "training: {seq_length: 2048, micro_batch_size: 2, recompute: " + recompute + "}\n" +
+               "parallelism: {tensor_model_parallel_size: " + std::to_string(tp) +
+               ", sequence_parallel: " + (sp ? "true" : "false") +
+               ", context_parallel_size: " + std::to_string(cp) + "}\n" + cluster(8));
+}
+
+TEST(MegatronActivations, KorthikantiFormulas) {
+  const std::int64_t s = 2048, b = 2, h = 1024;
+  const std::int64_t sbh = s * b * h;
+  EXPECT_EQ(layer_activation_bytes(activation_job(1, false, 1, "none"), false).count, 34 * sbh);
+  for (const int t : {2, 4, 8}) {
+    EXPECT_EQ(layer_activation_bytes(activation_job(t, false, 1, "none"), false).count,
+              sbh * (10 + 24 / t))
+        << t;
+    EXPECT_EQ(layer_activation_bytes(activation_job(t, true, 1, "none"), false).count, sbh * 34 / t)
+        << t;
+  }
+  // Full recompute keeps each layer's input: 2sbh, sequence-sharded with SP.
+  EXPECT_EQ(layer_activation_bytes(activation_job(1, false, 1, "full"), false).count, 2 * sbh);
+  EXPECT_EQ(layer_activation_bytes(activation_job(4, false, 1, "full"), false).count, 2 * sbh);
+  EXPECT_EQ(layer_activation_bytes(activation_job(4, true, 1, "full"), false).count, 2 * sbh / 4);
+  // Selective recompute re-runs the attention core, which flash attention
+  // already does: nothing changes.
+  EXPECT_EQ(layer_activation_bytes(activation_job(4, true, 1, "selective"), false),
+            layer_activation_bytes(activation_job(4, true, 1, "none"), false));
+  // Context parallelism divides the sequence.
+  EXPECT_EQ(layer_activation_bytes(activation_job(1, false, 2, "none"), false).count, 34 * sbh / 2);
+  EXPECT_EQ(layer_activation_bytes(activation_job(2, true, 2, "none"), false).count, 34 * sbh / 4);
+  EXPECT_EQ(layer_activation_bytes(activation_job(4, false, 2, "none"), false).count,
+            sbh / 2 * (10 + 24 / 4));
+  EXPECT_EQ(layer_activation_bytes(activation_job(2, true, 2, "full"), false).count, 2 * sbh / 4);
+}
+
+// The footprint the builder reports, and the activations it allocates per
+// layer and micro-batch, are the same figure.
+TEST(MegatronActivations, FootprintAndAllocationsAgree) {
+  const JobSpec job = activation_job(2, true, 1, "none");
+  const BuiltJob b = build(job);
+  const Bytes per_layer = layer_activation_bytes(job, false);
+  ASSERT_EQ(b.roles.size(), 1u);
+  EXPECT_EQ(b.roles[0].activation_bytes_per_layer, per_layer);
+  EXPECT_EQ(b.roles[0].num_layers, 4);
+  int allocs = 0;
+  for (const Op& op : b.graph.roles[0].ops) {
+    if (op.kind == OpKind::kAlloc && b.graph.roles[0].names[op.name] == "activations") {
+      EXPECT_EQ(op.bytes, per_layer);
+      ++allocs;
+    }
+  }
+  EXPECT_EQ(allocs, 4 * job.num_microbatches());
+}
+
+// ---------------------------------------------------------------------------
+// Parameters: one model replica (every stage, every TP rank) against
+// count_parameters(), with the differences written out:
+//   - Megatron pads the vocabulary to a multiple of 128 tp (each of the
+//     embedding and an untied output layer);
+//   - TP-replicated parameters (norms, row-parallel biases, the router) are
+//     held by each of the tp ranks;
+//   - GPT-style models have learned position embeddings (seq_length x h),
+//     which count_parameters() leaves out; replicated over TP;
+//   - with tied embeddings and pp > 1 the last stage keeps its own copy of
+//     the embedding as the output layer.
+
+std::int64_t replica_parameters(const BuiltJob& b, int tp) {
+  std::int64_t n = 0;
+  for (const RoleFootprint& f : b.roles) n += tp * f.parameters;
+  return n;
+}
+
+struct DenseCase {
+  int tp, pp, vpp;
+  bool gpt;  // GPT-style (tied, biases, LayerNorm) or Llama-style (untied, RMSNorm)
+};
+
+JobSpec dense_parameter_job(const DenseCase& c) {
+  const std::string model =
+      c.gpt ? gpt(8, 512, 8, 50257)
+            : "model: {num_layers: 8, hidden_size: 512, num_attention_heads: 8,\n"
+              "  num_query_groups: 4, ffn_hidden_size: 1376, vocab_size: 32000,\n"
+              "  activation: swiglu, normalization: RMSNorm,\n"
+              "  untie_embeddings_and_output_weights: true}\n";
+  return parse(model + "training: {seq_length: 1024, global_batch_size: " + std::to_string(c.pp) +
+               "}\n" + "parallelism: {tensor_model_parallel_size: " + std::to_string(c.tp) +
+               ", pipeline_model_parallel_size: " + std::to_string(c.pp) +
+               ", virtual_pipeline_model_parallel_size: " + std::to_string(c.vpp) + "}\n" +
+               cluster(c.tp * c.pp));
+}
+
+std::int64_t expected_replica_parameters(const JobSpec& job) {
+  const ModelSpec& m = job.model;
+  const std::int64_t h = m.hidden_size, t = job.tp(), L = m.num_layers;
+  const bool bias =
+      m.activation == Activation::kGelu && m.normalization == Normalization::kLayerNorm;
+  const std::int64_t norm = m.normalization == Normalization::kLayerNorm ? 2 * h : h;
+  const std::int64_t padding = (m.padded_vocab_size(job.tp()) - m.vocab_size) * h;
+  std::int64_t n = count_parameters(m).total;
+  n += padding * (m.untie_embeddings_and_output_weights ? 2 : 1);
+  // Per layer: two norms, and the biases of the two row-parallel layers.
+  std::int64_t replicated = L * (2 * norm + (bias ? 2 * h : 0)) + norm;
+  if (m.is_moe()) replicated += L * h * m.num_moe_experts;  // router
+  if (bias) {
+    n += job.training.seq_length * h;  // position embeddings
+    replicated += job.training.seq_length * h;
+  }
+  n += (t - 1) * replicated;
+  if (job.pp() > 1 && !m.untie_embeddings_and_output_weights)
+    n += std::int64_t{m.padded_vocab_size(job.tp())} * h;
+  return n;
+}
+
+TEST(MegatronParameters, DenseReplicaMatchesParameterCount) {
+  for (const DenseCase& c :
+       {DenseCase{1, 2, 1, true}, DenseCase{2, 2, 1, true}, DenseCase{4, 4, 2, true},
+        DenseCase{1, 1, 1, false}, DenseCase{2, 2, 1, false}, DenseCase{4, 4, 2, false}}) {
+    const JobSpec job = dense_parameter_job(c);
+    const BuiltJob b = build(job);
+    EXPECT_EQ(replica_parameters(b, c.tp), expected_replica_parameters(job))
+        << "tp " << c.tp << " pp " << c.pp << " vpp " << c.vpp << (c.gpt ? " gpt" : " llama");
+  }
+}
+
+// With pp 1 the output layer of a tied model is the embedding itself: no copy.
+TEST(MegatronParameters, TiedEmbeddingsWithoutPipelineAreHeldOnce) {
+  for (const int tp : {1, 2}) {
+    const JobSpec job = dense_parameter_job({tp, 1, 1, true});
+    const BuiltJob b = build(job);
+    EXPECT_EQ(replica_parameters(b, tp), expected_replica_parameters(job)) << "tp " << tp;
+  }
+}
+
+// Mixtral 8x7B with tp = etp 4, ep 2, pp 4: the tp ranks of a stage hold
+// 8 / ep experts of each layer between them.
+TEST(MegatronParameters, MoeReplicaMatchesParameterCount) {
+  const JobSpec job = parse(
+      "model: {preset: mixtral-8x7b}\n"
+      "parallelism: {tensor_model_parallel_size: 4, sequence_parallel: true,\n"
+      "  pipeline_model_parallel_size: 4, expert_model_parallel_size: 2}\n" +
+      cluster(32));
+  ASSERT_EQ(job.model.padded_vocab_size(4), 32256);
+  const BuiltJob b = build(job);
+  const ModelSpec& m = job.model;
+  const std::int64_t expert = 3LL * m.hidden_size * m.moe_ffn();  // SwiGLU, no biases
+  const std::int64_t missing =
+      m.num_layers * (m.num_moe_experts - m.num_moe_experts / job.ep()) * expert;
+  EXPECT_EQ(replica_parameters(b, 4), expected_replica_parameters(job) - missing);
+  for (const RoleFootprint& f : b.roles) EXPECT_EQ(f.num_layers, 32 / 4);
+}
+
+// The distributed optimizer shards the optimizer state over dp x cp (dense)
+// and expert_dp (experts); the model state is bf16 weights, fp32 gradients
+// and 12 bytes of Adam state per kept parameter.
+TEST(MegatronParameters, DistributedOptimizerShardsState) {
+  const std::string base =
+      gpt(4, 512, 8) + "parallelism: {tensor_model_parallel_size: 2}\n" + cluster(8);
+  const BuiltJob plain = build(parse(base));
+  const BuiltJob dist = build(parse(base + "training: {use_distributed_optimizer: true}\n"));
+  ASSERT_EQ(plain.roles.size(), 1u);
+  const RoleFootprint& p = plain.roles[0];
+  const RoleFootprint& d = dist.roles[0];
+  EXPECT_EQ(p.parameters, d.parameters);
+  EXPECT_EQ(p.optimizer_params, p.parameters);
+  // One bucket (under 40M parameters), its optimizer state sharded over dp 4.
+  EXPECT_EQ(d.optimizer_params, p.parameters / 4);
+  for (const RoleFootprint* f : {&p, &d})
+    EXPECT_EQ(f->model_state_bytes.count, 6 * f->parameters + 12 * f->optimizer_params);
+}
+
+// ---------------------------------------------------------------------------
+// Property: random small jobs build, replay to completion on their cluster,
+// fold exactly and balance their memory.
+
+struct RandomJob {
+  std::string yaml;
+  std::string summary;
+};
+
+RandomJob random_job(std::mt19937* rng) {
+  auto pick = [&](std::initializer_list<int> values) {
+    std::vector<int> v(values);
+    return v[std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(*rng)];
+  };
+  const int tp = pick({1, 2, 4}), cp = pick({1, 2}), pp = pick({1, 2, 4});
+  int dp = pick({1, 2, 4});
+  while (tp * cp * pp * dp > 64 && dp > 1) dp /= 2;
+  const int vpp = pp > 1 ? pick({1, 2}) : 1;
+  const bool is_moe = pick({0, 1}) == 1;
+  const int ep = is_moe ? pick({1, 2, 4}) : 1;
+  const bool sp = pick({0, 1}) == 1 || (ep > 1 && tp > 1);
+  const char* recompute[] = {"none", "selective", "full"};
+  const bool dist = pick({0, 1}) == 1;
+  const bool grad_overlap = pick({0, 1}) == 1;
+  const bool param_overlap = dist && grad_overlap && pick({0, 1}) == 1;
+  const int layers = pp * vpp * pick({1, 2});
+  const int hidden = pick({256, 512, 1024});
+  const int seq = pick({256, 512, 1024, 2048});
+  const int m = vpp > 1 ? pp * pick({1, 2}) : pick({1, 2, 3, 4});
+  std::string model = "model: {num_layers: " + std::to_string(layers) +
+                      ", hidden_size: " + std::to_string(hidden) +
+                      ", num_attention_heads: 8, vocab_size: 5000";
+  if (is_moe) {
+    model +=
+        ", activation: swiglu, normalization: RMSNorm, num_moe_experts: 8, "
+        "moe_router_topk: 2, moe_ffn_hidden_size: " +
+        std::to_string(hidden);
+  }
+  if (pick({0, 1}) == 1) model += ", num_query_groups: 4";
+  model += "}\n";
+  RandomJob j;
+  j.yaml = model + "training: {seq_length: " + std::to_string(seq) +
+           ", global_batch_size: " + std::to_string(m * dp) +
+           ", recompute: " + recompute[pick({0, 1, 2})] +
+           ", use_distributed_optimizer: " + (dist ? "true" : "false") +
+           ", overlap_grad_reduce: " + (grad_overlap ? "true" : "false") +
+           ", overlap_param_gather: " + (param_overlap ? "true" : "false") +
+           ", bucket_size: " + std::to_string(pick({0, 1000000})) + "}\n" +
+           "parallelism: {tensor_model_parallel_size: " + std::to_string(tp) +
+           ", sequence_parallel: " + (sp ? "true" : "false") +
+           ", context_parallel_size: " + std::to_string(cp) +
+           ", pipeline_model_parallel_size: " + std::to_string(pp) +
+           ", virtual_pipeline_model_parallel_size: " + std::to_string(vpp) +
+           ", expert_model_parallel_size: " + std::to_string(ep) + "}\n" +
+           cluster(tp * cp * pp * dp);
+  return j;
+}
+
+ReplayResult replay_on_cluster(const JobSpec& job, const ExecutionGraph& g, bool fold,
+                               CountingMemoryModel* memory) {
+  FlowNetwork network(job.cluster);
+  const RooflineModel compute;
+  ReplayOptions options;
+  options.fold = fold;
+  Result<ReplayResult> r = replay(g, options, ReplayModels{&network, &compute, memory});
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return r.is_ok() ? std::move(r).value() : ReplayResult{};
+}
+
+// Allocations of the role that no free releases, by name.
+std::multiset<std::string> unfreed(const Role& role) {
+  std::vector<bool> freed(role.ops.size(), false);
+  for (const Op& op : role.ops) {
+    if (op.kind == OpKind::kFree) {
+      EXPECT_FALSE(freed[op.ref]) << role.name << " frees op " << op.ref << " twice";
+      freed[op.ref] = true;
+      EXPECT_EQ(op.bytes, role.ops[op.ref].bytes) << role.name;
+    }
+  }
+  std::multiset<std::string> out;
+  for (std::size_t i = 0; i < role.ops.size(); ++i) {
+    if (role.ops[i].kind == OpKind::kAlloc && !freed[i]) out.insert(role.names[role.ops[i].name]);
+  }
+  return out;
+}
+
+void check_random_job(const JobSpec& job, const std::string& yaml) {
+  SCOPED_TRACE(yaml);
+  Result<BuiltJob> built = build_megatron(job, h100());
+  ASSERT_TRUE(built.is_ok()) << built.status().message();
+  const BuiltJob& b = built.value();
+  ASSERT_EQ(b.graph.roles.size(), static_cast<std::size_t>(job.pp()));
+  for (const Role& role : b.graph.roles)
+    EXPECT_EQ(unfreed(role),
+              (std::multiset<std::string>{"weights", "grad_buffer", "optimizer_state"}))
+        << role.name;
+
+  CountingMemoryModel folded_mem, unfolded_mem;
+  const ReplayResult folded = replay_on_cluster(job, b.graph, true, &folded_mem);
+  const ReplayResult unfolded = replay_on_cluster(job, b.graph, false, &unfolded_mem);
+  ASSERT_EQ(folded.outcome, ReplayResult::Outcome::kCompleted)
+      << (folded.blocked.empty() ? "" : folded.blocked.front().waiting_for);
+  ASSERT_EQ(unfolded.outcome, ReplayResult::Outcome::kCompleted)
+      << (unfolded.blocked.empty() ? "" : unfolded.blocked.front().waiting_for);
+  EXPECT_GT(folded.iteration_time, SimTime::zero());
+  EXPECT_EQ(folded.iteration_time, unfolded.iteration_time);
+  EXPECT_EQ(folded.makespan, unfolded.makespan);
+  ASSERT_EQ(folded.roles.size(), unfolded.roles.size());
+  ASSERT_EQ(folded.roles.size(), b.roles.size());
+  for (std::size_t r = 0; r < folded.roles.size(); ++r) {
+    const RoleSummary& f = folded.roles[r];
+    EXPECT_EQ(f.max.peak_memory, unfolded.roles[r].max.peak_memory) << f.name;
+    EXPECT_EQ(f.mean.peak_memory, unfolded.roles[r].mean.peak_memory) << f.name;
+    EXPECT_EQ(f.max.finish, unfolded.roles[r].max.finish) << f.name;
+    // The persistent state plus at least one layer's activations.
+    const RoleFootprint& fp = b.roles[r];
+    EXPECT_GE(f.max.peak_memory, fp.model_state_bytes + fp.activation_bytes_per_layer) << f.name;
+  }
+  // After the iteration only the persistent state is still allocated.
+  for (Rank r = 0; r < job.num_gpus; ++r) {
+    EXPECT_EQ(unfolded_mem.allocated(r), b.roles[b.graph.role_of_rank[r]].model_state_bytes)
+        << "rank " << r;
+  }
+}
+
+TEST(MegatronProperty, RandomJobsReplayFoldAndBalanceMemory) {
+  std::mt19937 rng(20240611);
+  int built = 0, rejected = 0;
+  std::map<std::string, int> coverage;  // jobs with each feature on
+  while (built < 50) {
+    const RandomJob rj = random_job(&rng);
+    Result<JobSpec> job = parse_job_yaml(rj.yaml, "<random>");
+    if (!job.is_ok()) {
+      ++rejected;
+      ASSERT_LT(rejected, 200) << "too many invalid random jobs; last: " << job.status().message();
+      continue;
+    }
+    check_random_job(job.value(), rj.yaml);
+    ++built;
+    const JobSpec& j = job.value();
+    coverage["tp"] += j.tp() > 1;
+    coverage["sp"] += j.parallelism.sequence_parallel;
+    coverage["cp"] += j.cp() > 1;
+    coverage["pp"] += j.pp() > 1;
+    coverage["vpp"] += j.vpp() > 1;
+    coverage["dp"] += j.dp() > 1;
+    coverage["moe"] += j.model.is_moe();
+    coverage["ep"] += j.ep() > 1;
+    coverage["full"] += j.training.recompute == Recompute::kFull;
+    coverage["dist"] += j.training.use_distributed_optimizer;
+    coverage["grad_overlap"] += j.training.overlap_grad_reduce;
+    coverage["param_overlap"] += j.training.overlap_param_gather;
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  // The seed draws every feature at least twice.
+  for (const auto& [feature, jobs] : coverage) EXPECT_GE(jobs, 2) << feature;
+  EXPECT_EQ(coverage.size(), 12u);
+}
+
+// ---------------------------------------------------------------------------
+// Kernels: the list covers every compute op once per signature.
+
+TEST(MegatronKernels, UsesCountEveryComputeOp) {
+  const BuiltJob b = pipeline_job(2, 1, 4, 4);
+  std::int64_t compute_ops = 0, counted = 0;
+  for (const Role& role : b.graph.roles) {
+    for (const Op& op : role.ops) compute_ops += op.kind == OpKind::kCompute;
+  }
+  for (std::size_t i = 0; i < b.kernels.size(); ++i) {
+    counted += b.kernels[i].count;
+    EXPECT_GT(b.kernels[i].time, SimTime::zero());
+    EXPECT_FALSE(b.kernels[i].measured);
+    if (i > 0) {
+      EXPECT_LT(b.kernels[i - 1].signature, b.kernels[i].signature);
+    }
+  }
+  EXPECT_EQ(counted, compute_ops);
+}
+
+// FLOPs over every rank of the graph's kernels against Megatron-LM's
+// num_floating_point_operations(): the GEMMs exactly (3x the forward's: QKV,
+// projection, MLP, logits), and the attention forward exactly a third of the
+// formula's attention-score term (the backward is 2.5x by FlashAttention's
+// count, 2x in Megatron's formula). Context parallelism's ring blocks add up
+// to the whole causal square.
+struct KernelFlops {
+  std::int64_t gemm = 0, attention_forward = 0;
+};
+
+KernelFlops graph_flops(const BuiltJob& b, int ranks_per_role) {
+  KernelFlops out;
+  for (const KernelUse& k : b.kernels) {
+    std::map<std::string, std::int64_t> f;
+    std::string word;
+    std::string kind;
+    bool causal = false;
+    for (std::size_t at = 0; at <= k.signature.size(); ++at) {
+      if (at < k.signature.size() && k.signature[at] != ' ') {
+        word += k.signature[at];
+        continue;
+      }
+      const std::size_t eq = word.find('=');
+      if (kind.empty()) {
+        kind = word;
+      } else if (eq != std::string::npos) {
+        f[word.substr(0, eq)] = std::stoll(word.substr(eq + 1));
+      } else if (word == "causal") {
+        causal = true;
+      }
+      word.clear();
+    }
+    const std::int64_t n = k.count * ranks_per_role;
+    if (kind == "gemm") {
+      out.gemm += n * 2 * f["m"] * f["n"] * f["k"] * (f.count("batch") ? f["batch"] : 1);
+    } else if (kind == "attn_fwd") {
+      const Kernel a =
+          attention(false, f["b"], f["hq"], f["hkv"], f["sq"], f["skv"], f["d"], causal);
+      out.attention_forward += n * static_cast<std::int64_t>(kernel_flops(a));
+    }
+  }
+  return out;
+}
+
+TEST(MegatronFlops, KernelsAddUpToMegatronsFormula) {
+  const std::vector<std::string> parallel = {
+      "{}",
+      "{tensor_model_parallel_size: 2, sequence_parallel: true, pipeline_model_parallel_size: 2}",
+      "{tensor_model_parallel_size: 4, context_parallel_size: 2}",
+      "{context_parallel_size: 4, pipeline_model_parallel_size: 2,\n"
+      "  virtual_pipeline_model_parallel_size: 2}",
+  };
+  for (const bool llama : {false, true}) {
+    for (const std::string& par : parallel) {
+      const std::string model =
+          llama ? "model: {num_layers: 4, hidden_size: 512, num_attention_heads: 8,\n"
+                  "  num_query_groups: 4, ffn_hidden_size: 1536, vocab_size: 1000,\n"
+                  "  activation: swiglu, normalization: RMSNorm}\n"
+                : gpt(4, 512, 8);
+      const JobSpec job = parse(
+          model + "training: {seq_length: 1024, micro_batch_size: 2, global_batch_size: 32}\n" +
+          "parallelism: " + par + "\n" + cluster(16));
+      SCOPED_TRACE(model + par);
+      const BuiltJob b = build(job);
+      const KernelFlops got = graph_flops(b, job.num_gpus / job.pp());
+      const ModelSpec& m = job.model;
+      const std::int64_t q = std::int64_t{m.num_attention_heads} * m.head_dim();
+      const std::int64_t tokens =
+          std::int64_t{job.training.global_batch_size} * job.training.seq_length;
+      // Megatron's attention-score term: 3 x 2 x (QK^T + (QK^T)V, causal half).
+      const std::int64_t scores = tokens * m.num_layers * 3 * 2 * q * job.training.seq_length;
+      EXPECT_EQ(got.gemm, static_cast<std::int64_t>(model_flops_per_iteration(job)) - scores);
+      EXPECT_EQ(got.attention_forward * 3, scores);
+    }
+  }
+}
+
+TEST(MegatronBuild, RejectsAnInvalidJob) {
+  JobSpec job = parse(gpt(4, 256, 8) + cluster(4));
+  job.parallelism.tensor_model_parallel_size = 3;  // 8 heads
+  Result<BuiltJob> b = build_megatron(job, h100());
+  ASSERT_FALSE(b.is_ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace prism
