@@ -1,5 +1,6 @@
 #include "workload/job_yaml.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdint>
@@ -61,8 +62,16 @@ Status read_value(const YAML::Node& n, T* out) {
   } else if constexpr (std::is_enum_v<T>) {
     PRISM_ASSIGN_OR_RETURN(const std::string s, scalar<std::string>(n, "a name"));
     std::vector<std::string_view> names;
+    // Case-insensitive: Megatron writes LayerNorm / RMSNorm, NeMo configs
+    // often layernorm / rmsnorm.
+    auto same = [](std::string_view a, std::string_view b) {
+      return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+             });
+    };
     for (T e : enum_values<T>()) {
-      if (to_string(e) == s) {
+      if (same(to_string(e), s)) {
         *out = e;
         return Status::ok();
       }

@@ -60,6 +60,27 @@ TEST(JobYaml, FullSpec) {
   EXPECT_EQ(j->num_microbatches(), 64);
 }
 
+TEST(JobYaml, EnumValuesIgnoreCase) {
+  Result<JobSpec> j = parse_job_yaml(
+      "model: {preset: llama2-7b, normalization: layernorm}\n"
+      "training: {precision: BF16, attention_backend: Unfused}\n"
+      "cluster: {preset: dgx-h100, num_nodes: 1}\n",
+      "<test>");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->model.normalization, Normalization::kLayerNorm);
+  EXPECT_EQ(j->training.precision, Precision::kBf16);
+  EXPECT_EQ(j->training.attention_backend, AttentionBackend::kUnfused);
+  Result<JobSpec> uneven = parse_job_yaml(
+      "model: {preset: llama2-7b}\n"
+      "parallelism: {pipeline_model_parallel_size: 4, decoder_first_pipeline_num_layers: 5,\n"
+      "              decoder_last_pipeline_num_layers: 9}\n"
+      "cluster: {preset: dgx-h100, num_nodes: 1}\n",
+      "<test>");
+  ASSERT_TRUE(uneven.is_ok()) << uneven.status().message();
+  EXPECT_EQ(uneven->layers_on_stage(0), 5);
+  EXPECT_EQ(uneven->layers_on_stage(3), 9);
+}
+
 TEST(JobYaml, Defaults) {
   Result<JobSpec> j = parse_job_yaml(
       "model: {preset: llama2-7b}\nparallelism: {tensor_model_parallel_size: 1, "
@@ -191,9 +212,9 @@ TEST(JobYaml, ErrorsNameFileLineAndColumn) {
                      "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
             "job.yaml:1:40: model.activation: unknown value \"relu\" (values: gelu, swiglu, "
             "squared_relu)");
-  EXPECT_EQ(error_of("model: {preset: llama2-7b, normalization: rmsnorm}\n"
+  EXPECT_EQ(error_of("model: {preset: llama2-7b, normalization: batchnorm}\n"
                      "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
-            "job.yaml:1:43: model.normalization: unknown value \"rmsnorm\" (values: LayerNorm, "
+            "job.yaml:1:43: model.normalization: unknown value \"batchnorm\" (values: LayerNorm, "
             "RMSNorm)");
   EXPECT_EQ(error_of("model: {preset: llama2-7b}\ntraining: {recompute: all}\n"
                      "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
