@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "net/yaml_read.h"
 #include "util/file.h"
 
 namespace prism {
@@ -23,20 +24,8 @@ struct Field {
   std::function<Status(const YAML::Node&, ClusterSpec*)> set;
 };
 
-std::string where(std::string_view source, const YAML::Mark& m) {
-  if (m.line < 0) return std::string(source);
-  return fmt::format("{}:{}:{}", source, m.line + 1, m.column + 1);
-}
-
-template <typename T>
-Result<T> scalar(const YAML::Node& n, std::string_view type) {
-  if (!n.IsScalar()) return Status::invalid_argument(fmt::format("expected {}", type));
-  try {
-    return n.as<T>();
-  } catch (const YAML::Exception&) {
-    return Status::invalid_argument(fmt::format("expected {} (got \"{}\")", type, n.Scalar()));
-  }
-}
+using yaml::scalar;
+using yaml::where;
 
 Field int_field(std::string_view section, std::string_view key, int ClusterSpec::*member) {
   return {section, key, [member](const YAML::Node& n, ClusterSpec* c) -> Status {

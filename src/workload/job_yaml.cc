@@ -14,6 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "net/cluster_yaml.h"
+#include "net/yaml_read.h"
 #include "util/file.h"
 
 namespace prism {
@@ -36,20 +37,8 @@ constexpr auto enum_values() {
   if constexpr (std::is_same_v<E, AttentionBackend>) return kAttentionBackends;
 }
 
-std::string where(std::string_view source, const YAML::Mark& m) {
-  if (m.line < 0) return std::string(source);
-  return fmt::format("{}:{}:{}", source, m.line + 1, m.column + 1);
-}
-
-template <typename T>
-Result<T> scalar(const YAML::Node& n, std::string_view type) {
-  if (!n.IsScalar()) return Status::invalid_argument(fmt::format("expected {}", type));
-  try {
-    return n.as<T>();
-  } catch (const YAML::Exception&) {
-    return Status::invalid_argument(fmt::format("expected {} (got \"{}\")", type, n.Scalar()));
-  }
-}
+using yaml::scalar;
+using yaml::where;
 
 // Reads one value of type T; integers are range-checked here, their relations
 // by validate_job().

@@ -1,0 +1,32 @@
+// Small helpers shared by the YAML readers (cluster specs, job specs): where a
+// node sits in its file, and one scalar of a given type with a readable error.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "util/status.h"
+
+namespace prism::yaml {
+
+// "FILE:LINE:COL", or just the source when the mark is unknown.
+inline std::string where(std::string_view source, const YAML::Mark& m) {
+  if (m.line < 0) return std::string(source);
+  return fmt::format("{}:{}:{}", source, m.line + 1, m.column + 1);
+}
+
+// The scalar `n` as a T; `type` names T in errors ("an integer").
+template <typename T>
+Result<T> scalar(const YAML::Node& n, std::string_view type) {
+  if (!n.IsScalar()) return Status::invalid_argument(fmt::format("expected {}", type));
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    return Status::invalid_argument(fmt::format("expected {} (got \"{}\")", type, n.Scalar()));
+  }
+}
+
+}  // namespace prism::yaml
