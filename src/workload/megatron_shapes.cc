@@ -1,0 +1,150 @@
+#include "workload/megatron_shapes.h"
+
+#include <algorithm>
+
+#include "workload/megatron.h"
+
+namespace prism {
+namespace megatron {
+
+Dims make_dims(const JobSpec& job) {
+  const ModelSpec& m = job.model;
+  Dims x{};
+  x.t = job.tp();
+  x.c = job.cp();
+  x.b = job.training.micro_batch_size;
+  x.s = job.training.seq_length / x.c;
+  x.T = x.s * x.b;
+  x.sp = job.parallelism.sequence_parallel && x.t > 1;
+  x.Tsp = x.sp ? x.T / x.t : x.T;
+  x.h = m.hidden_size;
+  x.hq = m.num_attention_heads;
+  x.hkv = m.query_groups();
+  x.d = m.head_dim();
+  x.qkv_out = (x.hq + 2 * x.hkv) * x.d / x.t;
+  x.attn_out = x.hq * x.d / x.t;
+  const std::int64_t gate = m.gated() ? 2 : 1;
+  x.f_in = m.ffn() / x.t;
+  x.f_out = gate * x.f_in;
+  const std::int64_t multiple = 128 * x.t;
+  x.vocab = (m.vocab_size + multiple - 1) / multiple * multiple / x.t;
+  x.bias = m.activation == Activation::kGelu && m.normalization == Normalization::kLayerNorm;
+  x.gemm_dtype = job.training.precision == Precision::kFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
+  x.moe = m.is_moe();
+  if (x.moe) {
+    x.experts = m.num_moe_experts;
+    x.topk = m.moe_router_topk;
+    x.ep = job.ep();
+    x.etp = job.etp();
+    x.local_experts = x.experts / x.ep;
+    // Each rank routes its Tsp tokens topk times; balanced routing spreads
+    // the EP group's copies evenly over the experts. The ETP group gathers
+    // its peers' tokens when they differ (SP, or no TP); with TP and no SP
+    // every TP rank holds them already.
+    x.etp_gather = x.sp || x.t == 1 ? x.etp : 1;
+    x.moe_tokens = std::max<std::int64_t>(1, x.Tsp * x.topk * x.ep * x.etp_gather / x.experts);
+    x.moe_f_in = m.moe_ffn() / x.etp;
+    x.moe_f_out = gate * x.moe_f_in;
+    x.shared_f_in = m.moe_shared_expert_intermediate_size / x.t;
+    x.shared_f_out = gate * x.shared_f_in;
+  }
+  return x;
+}
+
+LayerParams layer_params(const JobSpec& job, const Dims& x) {
+  const ModelSpec& m = job.model;
+  const std::int64_t gate = m.gated() ? 2 : 1;
+  const std::int64_t qkv_full = (x.hq + 2 * x.hkv) * x.d;
+  LayerParams p;
+  p.dense = (x.h * qkv_full + x.hq * x.d * x.h) / x.t;
+  if (x.bias) p.dense += qkv_full / x.t + x.h;
+  p.dense += (m.normalization == Normalization::kLayerNorm ? 2 : 1) * 2 * x.h;
+  if (!x.moe) {
+    p.dense += (x.h * gate * m.ffn() + m.ffn() * x.h) / x.t;
+    if (x.bias) p.dense += gate * m.ffn() / x.t + x.h;
+    return p;
+  }
+  p.dense += x.h * x.experts;  // router, replicated
+  const std::int64_t shared = m.moe_shared_expert_intermediate_size;
+  p.dense += (x.h * gate * shared + shared * x.h) / x.t;
+  p.expert = x.local_experts * (x.h * gate * m.moe_ffn() + m.moe_ffn() * x.h) / x.etp;
+  return p;
+}
+
+std::int64_t activation_bytes(const JobSpec& job, const Dims& x, bool moe_layer) {
+  const std::int64_t sp = x.sp ? x.t : 1;
+  const std::int64_t Th = x.T * x.h;
+  if (job.training.recompute == Recompute::kFull) return kBf16 * Th / sp;  // layer input
+  // Attention: norm input, QKV input, Q/K/V, attention output (the output
+  // projection's input), dropout mask (1 byte).
+  std::int64_t a =
+      kBf16 * Th / sp * 2 + kBf16 * x.T * x.qkv_out + kBf16 * x.T * x.attn_out + Th / sp;
+  // MLP: norm input, FC1 input, FC1 output, activation output, dropout mask.
+  a += kBf16 * Th / sp * 2 + Th / sp;
+  if (!moe_layer) {
+    a += kBf16 * x.T * (x.f_out + x.f_in);
+    return a;
+  }
+  // Router logits (fp32), permuted tokens, expert FC1 output and activation,
+  // shared expert like a dense MLP.
+  const std::int64_t tokens = x.moe_tokens * x.local_experts;
+  a += kFp32 * x.Tsp * x.experts + kBf16 * tokens * x.h;
+  a += kBf16 * tokens * (x.moe_f_out + x.moe_f_in);
+  a += kBf16 * x.T * (x.shared_f_out + x.shared_f_in);
+  return a;
+}
+
+std::vector<Step> pipeline_schedule(int p, int v, int m, int rank) {
+  const int total = m * v;
+  int warmup;
+  if (v == 1) {
+    warmup = std::min(p - rank - 1, m);
+  } else if (m == p) {
+    warmup = total;
+  } else {
+    warmup = std::min((p - rank - 1) * 2 + (v - 1) * p, total);
+  }
+  const int group = p * v;
+  auto chunk = [&](int k, bool forward) {
+    const int c = (k % group) / p;
+    return forward ? c : v - 1 - c;
+  };
+  auto microbatch = [&](int k) { return (k / group) * p + k % p; };
+  std::vector<Step> steps;
+  steps.reserve(2 * static_cast<std::size_t>(total));
+  const int remaining = total - warmup;
+  for (int k = 0; k < warmup; ++k) steps.push_back({true, chunk(k, true), microbatch(k)});
+  for (int i = 0; i < remaining; ++i) {
+    const int k = warmup + i;
+    steps.push_back({true, chunk(k, true), microbatch(k)});
+    steps.push_back({false, chunk(i, false), microbatch(i)});
+  }
+  for (int k = remaining; k < total; ++k) steps.push_back({false, chunk(k, false), microbatch(k)});
+  return steps;
+}
+
+// Megatron-Core's expert rank generator: within a pipeline stage the ranks are
+// ordered etp -> ep -> edp. `which` is 0 (etp), 1 (ep) or 2 (edp).
+std::vector<std::vector<Rank>> expert_groups(const JobSpec& job, int which) {
+  const int stage_size = job.num_gpus / job.pp();
+  const int sizes[3] = {job.etp(), job.ep(), job.expert_dp()};
+  const int strides[3] = {1, job.etp(), job.etp() * job.ep()};
+  std::vector<std::vector<Rank>> groups;
+  for (int stage = 0; stage < job.pp(); ++stage) {
+    for (int i = 0; i < stage_size; ++i) {
+      if ((i / strides[which]) % sizes[which] != 0) continue;  // not a group's first member
+      std::vector<Rank>& g = groups.emplace_back();
+      for (int j = 0; j < sizes[which]; ++j)
+        g.push_back(stage * stage_size + i + j * strides[which]);
+    }
+  }
+  return groups;
+}
+
+}  // namespace megatron
+
+Bytes layer_activation_bytes(const JobSpec& job, bool moe_layer) {
+  return Bytes{megatron::activation_bytes(job, megatron::make_dims(job), moe_layer)};
+}
+
+}  // namespace prism

@@ -1,0 +1,63 @@
+// The arithmetic behind build_megatron() (workload/megatron.h): per-rank
+// shapes of a micro-batch, parameters and activation bytes of a layer,
+// Megatron's pipeline schedules and expert groups. Internal to workload/;
+// tests reach it through the graph and layer_activation_bytes().
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/layout.h"
+#include "util/vocab.h"
+#include "workload/job_spec.h"
+
+namespace prism::megatron {
+
+constexpr std::int64_t kBf16 = 2;  // bytes per element of activations and weights
+constexpr std::int64_t kFp32 = 4;
+
+// Per-rank shapes of one micro-batch, derived once from the job.
+struct Dims {
+  std::int64_t t, c, b, s, T, Tsp, h, hq, hkv, d;
+  std::int64_t qkv_out;   // per rank: (hq + 2 hkv) d / t
+  std::int64_t attn_out;  // per rank: hq d / t
+  std::int64_t f_in;      // per rank: ffn / t (FC2's k)
+  std::int64_t f_out;     // per rank: FC1's n (2x for gated)
+  std::int64_t vocab;     // padded to a multiple of 128 t, per rank / t
+  bool sp;                // sequence parallelism in effect (tp > 1)
+  bool bias;              // GPT-style linear biases and learned positions
+  DType gemm_dtype;
+  // MoE.
+  bool moe;
+  std::int64_t experts, topk, ep, etp, local_experts;
+  std::int64_t etp_gather;  // ranks whose routed tokens an expert GEMM sees: etp with SP, else 1
+  std::int64_t moe_tokens;  // tokens per local expert
+  std::int64_t moe_f_in, moe_f_out;
+  std::int64_t shared_f_in, shared_f_out;
+};
+
+// Parameters of one layer on one rank.
+struct LayerParams {
+  std::int64_t dense = 0;   // attention, norms, dense MLP or router + shared expert
+  std::int64_t expert = 0;  // routed experts (reduced over edp)
+};
+
+// The schedule of one stage: (forward?, chunk, micro-batch) in execution order,
+// Megatron-Core's forward_backward_pipelining_with(out)_interleaving.
+struct Step {
+  bool forward;
+  int chunk;
+  int microbatch;
+};
+
+Dims make_dims(const JobSpec& job);
+LayerParams layer_params(const JobSpec& job, const Dims& x);
+// Bytes one layer keeps from forward to backward per micro-batch (see
+// layer_activation_bytes() in workload/megatron.h).
+std::int64_t activation_bytes(const JobSpec& job, const Dims& x, bool moe_layer);
+// Stage `rank`'s (forward?, chunk, micro-batch) steps in execution order.
+std::vector<Step> pipeline_schedule(int p, int v, int m, int rank);
+// Megatron-Core's expert groups: `which` is 0 (etp), 1 (ep) or 2 (edp).
+std::vector<std::vector<Rank>> expert_groups(const JobSpec& job, int which);
+
+}  // namespace prism::megatron
