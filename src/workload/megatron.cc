@@ -34,17 +34,19 @@ Op& StageBuilder::emit(OpKind kind, std::uint16_t stream, std::string_view name)
   return op;
 }
 
+// A kernel's time is looked up (database or curve) once per distinct
+// signature of the job; later uses reuse it.
 void StageBuilder::kernel(const Kernel& k, std::string_view name) {
-  const SimTime t = km_.time(k);
-  emit(OpKind::kCompute, kCompute, name).duration = t;
   std::string sig = signature(k);
-  KernelUse& use = uses_[sig];
-  if (use.count == 0) {
+  auto [it, first_use] = uses_.try_emplace(sig);
+  KernelUse& use = it->second;
+  if (first_use) {
     use.signature = std::move(sig);
-    use.time = t;
+    use.time = km_.time(k);
     use.measured = km_.measured(k);
   }
   ++use.count;
+  emit(OpKind::kCompute, kCompute, name).duration = use.time;
 }
 
 void StageBuilder::gemm_fwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name,
@@ -241,14 +243,24 @@ void StageBuilder::bucket_ready(int chunk, int item) {
   if (!job_.training.overlap_grad_reduce) return;
   for (const int b : closes_after_[chunk][item]) {
     const Bucket& bucket = buckets_[chunk][b];
-    const int slot = bucket.expert ? slots_.edp : slots_.dp_cp;
-    if (slot < 0) continue;
+    if (bucket_slot(bucket) < 0) continue;
     record(kCompute, "grads_ready");
     wait(kDp, "grads_ready");
-    collective(job_.training.use_distributed_optimizer ? CollectiveKind::kReduceScatter
-                                                       : CollectiveKind::kAllReduce,
-               kDp, slot, kFp32 * bucket.params, "dp_grad_reduce", DType::kFloat32);
+    reduce_bucket(bucket);
   }
+}
+
+// The data-parallel group a bucket is reduced over, or -1 when it has one rank.
+int StageBuilder::bucket_slot(const Bucket& bucket) const {
+  return bucket.expert ? slots_.edp : slots_.dp_cp;
+}
+
+// A bucket's fp32 gradients: reduce-scattered for the distributed optimizer,
+// all-reduced otherwise, on the dp stream.
+void StageBuilder::reduce_bucket(const Bucket& bucket) {
+  collective(job_.training.use_distributed_optimizer ? CollectiveKind::kReduceScatter
+                                                     : CollectiveKind::kAllReduce,
+             kDp, bucket_slot(bucket), kFp32 * bucket.params, "dp_grad_reduce", DType::kFloat32);
 }
 
 // The distributed optimizer's all-gather of updated bf16 parameters, bucket
@@ -267,7 +279,7 @@ void StageBuilder::param_gather(bool overlapped) {
         if (buckets_[c][b].expert == expert) order.push_back(b);
     for (const int b : order) {
       const Bucket& bucket = buckets_[c][b];
-      const int slot = bucket.expert ? slots_.edp : slots_.dp_cp;
+      const int slot = bucket_slot(bucket);
       if (slot < 0) continue;
       collective(CollectiveKind::kAllGather, stream, slot, kBf16 * bucket.params,
                  "dp_param_gather");
@@ -283,11 +295,7 @@ void StageBuilder::finish_iteration() {
     wait(kDp, "grads_ready");
     for (int c = 0; c < v_; ++c) {
       for (const Bucket& bucket : buckets_[c]) {
-        const int slot = bucket.expert ? slots_.edp : slots_.dp_cp;
-        if (slot < 0) continue;
-        collective(tr.use_distributed_optimizer ? CollectiveKind::kReduceScatter
-                                                : CollectiveKind::kAllReduce,
-                   kDp, slot, kFp32 * bucket.params, "dp_grad_reduce", DType::kFloat32);
+        if (bucket_slot(bucket) >= 0) reduce_bucket(bucket);
       }
     }
   }

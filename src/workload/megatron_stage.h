@@ -117,6 +117,8 @@ class StageBuilder {
   void backward(int chunk, int mb);
   void plan_buckets();
   void bucket_ready(int chunk, int item);
+  int bucket_slot(const Bucket& bucket) const;
+  void reduce_bucket(const Bucket& bucket);
   void param_gather(bool overlapped);
   void finish_iteration();
 
