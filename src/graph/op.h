@@ -50,7 +50,10 @@ struct Op {
   // event id (index into Role::events); kFree: index of the freed kAlloc op.
   std::int32_t ref = kNone;
   // kSend/kRecv: tag; kCollective: root's index in the group (broadcast/reduce);
-  // kMarker: iteration / micro-batch number.
+  // kMarker: iteration / micro-batch number; kFree: the streams the block was
+  // recorded on (Tensor.record_stream), one bit per stream index < 31: the
+  // block returns to the allocator when each of them has finished the ops
+  // issued before the free.
   std::int32_t arg = 0;
   std::int32_t name = kNone;  // index into Role::names
   std::int32_t cost = kNone;  // kCompute without duration: index into Role::costs
@@ -68,6 +71,9 @@ struct Op {
 };
 
 bool is_communication(OpKind k);
+
+// kFree's record-stream mask (Op::arg) holds streams 0..kMaxRecordStream.
+inline constexpr int kMaxRecordStream = 30;
 
 std::string_view to_string(OpKind k);
 std::string_view to_string(MarkerKind k);

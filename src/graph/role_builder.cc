@@ -88,11 +88,12 @@ int RoleBuilder::alloc(int stream, Bytes bytes) {
   return push(op);
 }
 
-int RoleBuilder::free(int stream, int alloc_op) {
+int RoleBuilder::free(int stream, int alloc_op, std::initializer_list<int> record_streams) {
   Op op;
   op.kind = OpKind::kFree;
   op.stream = static_cast<std::uint16_t>(stream);
   op.ref = alloc_op;
+  for (int s : record_streams) op.arg |= 1 << s;
   op.bytes = role_.ops[alloc_op].bytes;
   return push(op);
 }

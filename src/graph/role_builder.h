@@ -24,7 +24,8 @@ class RoleBuilder {
   int send(int stream, int peer_slot, Bytes bytes, int tag = 0);
   int recv(int stream, int peer_slot, Bytes bytes, int tag = 0);
   int alloc(int stream, Bytes bytes);
-  int free(int stream, int alloc_op);
+  // `record_streams`: the streams the block was recorded on (Op::arg's mask).
+  int free(int stream, int alloc_op, std::initializer_list<int> record_streams = {});
   int record(int stream, std::string_view event);
   int wait(int stream, std::string_view event);
   int marker(int stream, MarkerKind kind, int index);

@@ -1,5 +1,6 @@
 #include "graph/role_json.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <string>
@@ -20,8 +21,9 @@ constexpr std::int64_t kMaxI64 = std::numeric_limits<std::int64_t>::max();
 // Every field any op may carry; a field from this list on the wrong kind of
 // op gets a more helpful message than "unknown field".
 constexpr std::string_view kOpFields[] = {
-    "kind",  "stream", "name",  "deps", "duration_ns", "cost",  "collective", "slot", "bytes",
-    "dtype", "root",   "group", "tag",  "alloc",       "event", "marker",     "index"};
+    "kind",       "stream", "name",  "deps",   "duration_ns", "cost",
+    "collective", "slot",   "bytes", "dtype",  "root",        "group",
+    "tag",        "alloc",  "event", "marker", "index",       "record_streams"};
 
 bool field_applies(OpKind kind, std::string_view f) {
   if (f == "kind" || f == "stream" || f == "name" || f == "deps") return true;
@@ -37,7 +39,7 @@ bool field_applies(OpKind kind, std::string_view f) {
     case OpKind::kAlloc:
       return f == "bytes";
     case OpKind::kFree:
-      return f == "alloc";
+      return f == "alloc" || f == "record_streams";
     case OpKind::kEventRecord:
     case OpKind::kEventWait:
       return f == "event";
@@ -162,6 +164,32 @@ Status read_comm(RoleReader& rr, const Json& j, const JsonPath& path, Op* op) {
   return Status::ok();
 }
 
+// kFree's optional "record_streams": names of the role's streams, at most
+// stream index kMaxRecordStream (the mask in Op::arg).
+Status read_record_streams(RoleReader& rr, const Json& j, const JsonPath& path, Op* op) {
+  const auto it = j.find("record_streams");
+  if (it == j.end()) return Status::ok();
+  const JsonPath list = path.field("record_streams");
+  PRISM_RETURN_IF_ERROR(expect_array(*it, list));
+  for (std::size_t k = 0; k < it->size(); ++k) {
+    const JsonPath item = list.item(k);
+    if (!(*it)[k].is_string()) return item.error("expected a stream name");
+    const std::string& name = (*it)[k].get_ref<const std::string&>();
+    const auto& streams = rr.role.streams;
+    const auto found = std::find(streams.begin(), streams.end(), name);
+    if (found == streams.end())
+      return item.error(fmt::format("unknown stream \"{}\" (defined: {})", name, join(streams)));
+    const auto st = static_cast<int>(found - streams.begin());
+    if (st > kMaxRecordStream) {
+      return item.error(
+          fmt::format("stream \"{}\" is stream {}; record_streams holds streams 0..{}", name, st,
+                      kMaxRecordStream));
+    }
+    op->arg |= 1 << st;
+  }
+  return Status::ok();
+}
+
 Status read_kind_fields(RoleReader& rr, const Json& j, const JsonPath& path, Op* op) {
   switch (op->kind) {
     case OpKind::kCompute:
@@ -177,7 +205,7 @@ Status read_kind_fields(RoleReader& rr, const Json& j, const JsonPath& path, Op*
     case OpKind::kFree: {
       PRISM_ASSIGN_OR_RETURN(std::int64_t alloc, get_int(j, "alloc", path, 0, kMaxI32));
       op->ref = static_cast<std::int32_t>(alloc);
-      return Status::ok();
+      return read_record_streams(rr, j, path, op);
     }
     case OpKind::kEventRecord:
     case OpKind::kEventWait: {
@@ -305,6 +333,12 @@ Json op_to_json(const Role& role, std::size_t index, const std::vector<CommSlot>
       break;
     case OpKind::kFree:
       j["alloc"] = op.ref;
+      if (op.arg != 0) {
+        Json names = Json::array();
+        for (int st = 0; st <= kMaxRecordStream; ++st)
+          if (op.arg & (1 << st)) names.push_back(element(role.streams, st));
+        j["record_streams"] = std::move(names);
+      }
       break;
     case OpKind::kEventRecord:
     case OpKind::kEventWait:

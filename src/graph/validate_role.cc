@@ -78,6 +78,13 @@ Status check_kind_fields(const ExecutionGraph& g, const Role& role, std::size_t 
       if (op.ref < 0 || static_cast<std::size_t>(op.ref) >= role.ops.size() ||
           role.ops[op.ref].kind != OpKind::kAlloc)
         return op_error(role, i, fmt::format("free of op {}, which is not an alloc", op.ref));
+      if (op.arg < 0 || (role.streams.size() <= kMaxRecordStream &&
+                         (static_cast<std::uint32_t>(op.arg) >> role.streams.size()) != 0)) {
+        return op_error(
+            role, i,
+            fmt::format("record-stream mask {:#x} names a stream the role does not have",
+                        static_cast<std::uint32_t>(op.arg)));
+      }
       return Status::ok();
     case OpKind::kEventRecord:
     case OpKind::kEventWait:

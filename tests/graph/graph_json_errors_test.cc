@@ -300,6 +300,28 @@ TEST(GraphJsonErrorsTest, OverrideRejections) {
               HasSubstr("/overrides: rank 1 has two overrides"));
 }
 
+TEST(GraphJsonErrorsTest, RecordStreamsMustNameStreams) {
+  const std::string alloc = R"({"kind": "alloc", "stream": "s", "bytes": 8},
+          )";
+  EXPECT_THAT(
+      error_of(with_ops(alloc +
+                        R"({"kind": "free", "stream": "s", "alloc": 0, "record_streams": ["x"]})")),
+      HasSubstr("/roles/0/ops/1/record_streams/0: unknown stream \"x\" (defined: s, c)"));
+  EXPECT_THAT(error_of(with_ops(
+                  alloc + R"({"kind": "free", "stream": "s", "alloc": 0, "record_streams": [1]})")),
+              HasSubstr("/roles/0/ops/1/record_streams/0: expected a stream name"));
+  EXPECT_THAT(error_of(with_ops(
+                  alloc + R"({"kind": "free", "stream": "s", "alloc": 0, "record_streams": "c"})")),
+              HasSubstr("/roles/0/ops/1/record_streams"));
+  EXPECT_THAT(error_of(with_ops(
+                  R"({"kind": "alloc", "stream": "s", "bytes": 8, "record_streams": ["c"]})")),
+              HasSubstr("field \"record_streams\" does not apply to a alloc op"));
+  EXPECT_EQ(
+      error_of(with_ops(
+          alloc + R"({"kind": "free", "stream": "s", "alloc": 0, "record_streams": ["c", "s"]})")),
+      "(accepted)");
+}
+
 TEST(GraphJsonErrorsTest, SemanticErrorsNameRoleAndOp) {
   EXPECT_THAT(error_of(with_ops(R"({"kind": "event_wait", "stream": "s", "event": "e"})")),
               HasSubstr("g.json: role 'r' op 0: event_wait on event 'e' with no earlier "

@@ -88,7 +88,7 @@ constexpr const char* kEveryKind = R"({
     {"kind": "send", "stream": "b", "slot": "other", "bytes": 100, "tag": 4, "dtype": "fp32", "group": 2},
     {"kind": "recv", "stream": "b", "slot": "other", "bytes": 100, "tag": 4, "group": 2},
     {"kind": "alloc", "stream": "a", "bytes": 300},
-    {"kind": "free", "stream": "a", "alloc": 5},
+    {"kind": "free", "stream": "a", "alloc": 5, "record_streams": ["b"]},
     {"kind": "event_record", "stream": "a", "event": "e"},
     {"kind": "event_wait", "stream": "b", "event": "e", "deps": [0]},
     {"kind": "marker", "stream": "a", "marker": "microbatch", "index": 3},
@@ -121,6 +121,7 @@ TEST(GraphJsonTest, ParsesEveryOpKind) {
   EXPECT_EQ(r.ops[4].dtype, DType::kBFloat16);  // default
   EXPECT_EQ(r.ops[5].bytes.count, 300);
   EXPECT_EQ(r.ops[6].bytes.count, 300);  // copied from the alloc
+  EXPECT_EQ(r.ops[6].arg, 0b10);         // record_streams: stream 1 ("b")
   EXPECT_EQ(r.ops[7].ref, 0);
   EXPECT_THAT(deps_of(r, 8), ElementsAre(0, 7));  // explicit, then the record
   EXPECT_EQ(r.ops[9].marker, MarkerKind::kMicrobatch);

@@ -120,6 +120,21 @@ TEST(ValidateTest, RoleRejections) {
   EXPECT_THAT(error_of(g), HasSubstr("role 'r' is defined twice"));
 }
 
+TEST(ValidateTest, RecordStreamMaskNamesTheRolesStreams) {
+  Op alloc = make_op(OpKind::kAlloc);
+  alloc.bytes.count = 8;
+  Op free = make_op(OpKind::kFree, 0, 0);
+  free.bytes.count = 8;
+  free.arg = 0b11;  // streams s and c
+  ExecutionGraph g = one_role({alloc, free});
+  EXPECT_EQ(error_of(g), "(ok)");
+  g.roles[0].ops[1].arg = 0b100;
+  EXPECT_THAT(error_of(g), HasSubstr("role 'r' op 1: record-stream mask 0x4 names a stream the "
+                                     "role does not have"));
+  g.roles[0].ops[1].arg = -1;
+  EXPECT_THAT(error_of(g), HasSubstr("record-stream mask 0xffffffff"));
+}
+
 TEST(ValidateTest, OpReferenceRejections) {
   ExecutionGraph g = simple();
   g.roles[0].ops[1].stream = 2;
