@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "graph/validate.h"
+#include "util/check.h"
 #include "workload/megatron_stage.h"
 
 namespace prism {
@@ -88,31 +89,35 @@ void StageBuilder::wait(std::uint16_t stream, std::string_view event) {
   emit(OpKind::kEventWait, stream, "event").ref = intern(&role_.events, &event_index_, event);
 }
 
-int StageBuilder::alloc(std::int64_t bytes, std::string_view name) {
-  emit(OpKind::kAlloc, kCompute, name).bytes = Bytes{bytes};
-  return static_cast<int>(role_.ops.size() - 1);
+// The hidden state a layer of `chunk` hands on: the next layer's input, or
+// for the last layer what leaves the chunk.
+static std::string_view output_name(int layer, int layers, bool has_output_peer) {
+  if (layer + 1 < layers) return "act.norm1_input";
+  return has_output_peer ? "pp_send_activation" : "act.final_norm_input";
 }
 
-void StageBuilder::free(int alloc_op, std::string_view name) {
-  const Bytes bytes = role_.ops[alloc_op].bytes;
-  Op& op = emit(OpKind::kFree, kCompute, name);
-  op.ref = alloc_op;
-  op.bytes = bytes;
-}
-
+// Received and sent tensors: torch's c10d records every point-to-point
+// tensor on its NCCL stream, so a freed buffer returns to the allocator only
+// when that stream is past the transfer. A sent output is freed as soon as
+// the send is issued (Megatron's deallocate_output_data; the input gradient
+// simply goes out of scope); a received one when it has been consumed.
 void StageBuilder::forward(int chunk, int mb) {
   Op& marker = emit(OpKind::kMarker, kCompute, "microbatch");
   marker.marker = MarkerKind::kMicrobatch;
   marker.arg = mb;
   const std::int64_t p2p_bytes = kBf16 * x_.Tsp * x_.h;
   if (has_input_peer(chunk)) {
+    // The first layer's input (its "norm1_input"), kept until its backward.
+    hidden_ = {alloc(p2p_bytes, "pp_recv_activation"), stream_bit(kRecvFwd)};
     p2p(OpKind::kRecv, kRecvFwd, slots_.pp_prev, p2p_bytes, kTagActivation, "pp_recv_activation");
     record(kRecvFwd, "activation_received");
     wait(kCompute, "activation_received");
   }
-  if (first_chunk_here(chunk)) embedding(false);
-  const bool moe = x_.moe;
-  const Bytes act{activation_bytes(job_, x_, moe)};
+  if (first_chunk_here(chunk)) {
+    layer_.clear();
+    embedding(false);
+    saved_[{chunk, mb, kEmbeddingItem}] = std::move(layer_);
+  }
   for (int l = 0; l < layers_per_chunk_; ++l) {
     if (mb == 0 && job_.training.use_distributed_optimizer && job_.training.overlap_param_gather &&
         slots_.dp_cp >= 0) {
@@ -122,22 +127,30 @@ void StageBuilder::forward(int chunk, int mb) {
         gathered_[bucket] = true;
       }
     }
-    activations_[(static_cast<std::size_t>(chunk) * job_.num_microbatches() + mb) *
-                     layers_per_chunk_ +
-                 l] = alloc(act.count, "activations");
-    layer_forward(moe);
+    layer_.clear();
+    layer_["norm1_input"] = hidden_;
+    pass_ = Pass::kForward;
+    layer_forward(output_name(l, layers_per_chunk_, has_output_peer(chunk)));
+    saved_[{chunk, mb, l}] = std::move(layer_);
   }
-  if (last_chunk_here(chunk)) output_layer(false, mb);
+  if (last_chunk_here(chunk)) {
+    layer_.clear();
+    output_layer(false);
+    saved_[{chunk, mb, kOutputItem}] = std::move(layer_);
+  }
   if (has_output_peer(chunk)) {
     record(kCompute, "forward_done");
     wait(kSendFwd, "forward_done");
     p2p(OpKind::kSend, kSendFwd, slots_.pp_next, p2p_bytes, kTagActivation, "pp_send_activation");
+    free(hidden_.op, hidden_.record_streams | stream_bit(kSendFwd));
   }
+  hidden_ = {};
 }
 
 void StageBuilder::backward(int chunk, int mb) {
   const std::int64_t p2p_bytes = kBf16 * x_.Tsp * x_.h;
   if (has_output_peer(chunk)) {
+    grad_ = {alloc(p2p_bytes, "pp_recv_grad"), stream_bit(kRecvBwd)};
     p2p(OpKind::kRecv, kRecvBwd, slots_.pp_next, p2p_bytes, kTagGrad, "pp_recv_grad");
     record(kRecvBwd, "grad_received");
     wait(kCompute, "grad_received");
@@ -149,26 +162,23 @@ void StageBuilder::backward(int chunk, int mb) {
     ++item;
   };
   if (last_chunk_here(chunk)) {
-    output_layer(true, mb);
+    layer_ = take_saved(chunk, mb, kOutputItem);
+    output_layer(true);
     done_item();
   }
   const bool full = job_.training.recompute == Recompute::kFull;
-  const bool moe = x_.moe;
   for (int l = layers_per_chunk_ - 1; l >= 0; --l) {
-    int recomputed = -1;
+    layer_ = take_saved(chunk, mb, l);
     if (full) {
-      recomputed = alloc(recomputed_bytes_, "recomputed_activations");
-      layer_forward(moe);
+      pass_ = Pass::kRecompute;
+      layer_forward("recomputed.layer_output");
     }
-    layer_backward(moe);
-    if (recomputed >= 0) free(recomputed, "recomputed_activations");
-    free(activations_[(static_cast<std::size_t>(chunk) * job_.num_microbatches() + mb) *
-                          layers_per_chunk_ +
-                      l],
-         "activations");
+    layer_backward(l == 0 && has_input_peer(chunk) ? "pp_send_grad" : "grad.norm1_input");
+    pass_ = Pass::kForward;
     done_item();
   }
   if (first_chunk_here(chunk)) {
+    layer_ = take_saved(chunk, mb, kEmbeddingItem);
     embedding(true);
     done_item();
   }
@@ -176,7 +186,9 @@ void StageBuilder::backward(int chunk, int mb) {
     record(kCompute, "backward_done");
     wait(kSendBwd, "backward_done");
     p2p(OpKind::kSend, kSendBwd, slots_.pp_prev, p2p_bytes, kTagGrad, "pp_send_grad");
+    free(grad_.op, grad_.record_streams | stream_bit(kSendBwd));
   }
+  grad_ = {};
 }
 
 // Megatron's DDP buckets: parameters in backward order, a bucket closing once
@@ -313,6 +325,9 @@ void StageBuilder::finish_iteration() {
 }
 
 Role StageBuilder::build(RoleFootprint* footprint) {
+  // validate_job() leaves every chunk at least one layer, which the hidden
+  // state's chain of allocations relies on.
+  PRISM_CHECK(layers_per_chunk_ > 0, "a model chunk without layers");
   plan_buckets();
   const TrainingSpec& tr = job_.training;
   std::int64_t params = 0, opt = 0;
@@ -342,8 +357,6 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   if (tr.overlap_param_gather) param_gather(true);
 
   const int m = job_.num_microbatches();
-  activations_.assign(static_cast<std::size_t>(v_) * m * layers_per_chunk_, -1);
-  logits_.assign(m, -1);
   for (const Step& step : pipeline_schedule(p_, v_, m, stage_)) {
     if (step.forward) {
       forward(step.chunk, step.microbatch);
@@ -351,6 +364,7 @@ Role StageBuilder::build(RoleFootprint* footprint) {
       backward(step.chunk, step.microbatch);
     }
   }
+  PRISM_CHECK(saved_.empty(), "a forward's tensors were never freed");
   finish_iteration();
   return std::move(role_);
 }

@@ -17,9 +17,12 @@
 // interleaved schedule with virtual stages) over micro-batches; each forward
 // and backward runs the stage's layers op by op (norms, GEMMs, flash
 // attention, TP collectives or SP all-gather/reduce-scatter, CP ring
-// exchange, MoE dispatch/combine all-to-all and grouped expert GEMMs), with
-// activations allocated in the forward and freed by the backward (full
-// recompute keeps only layer inputs and re-runs the forward). Gradient
+// exchange, MoE dispatch/combine all-to-all and grouped expert GEMMs). Memory
+// is allocated tensor by tensor: each activation a layer keeps where the
+// forward makes it, freed after the backward op that last reads it (full
+// recompute keeps only layer inputs and re-runs the forward), transients and
+// gradients around the ops that use them, pipeline buffers freed with their
+// NCCL stream recorded (docs/memory_training_notes.md). Gradient
 // buckets are reduced on the "dp" stream as they become ready in the last
 // micro-batch (overlap_grad_reduce) or after the backward; the distributed
 // optimizer's parameter all-gather runs after the step or, with
@@ -66,10 +69,20 @@ struct BuiltJob {
 // `job` must have passed validate_job(). Kernel times come from `kernels`.
 Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels);
 
-// Activation bytes one transformer layer keeps from its forward to its
-// backward for one micro-batch on one rank (flash attention; Korthikanti et
-// al. 2022's accounting with the job's TP, SP, CP, GQA, gated MLP and MoE;
-// full recompute keeps the layer input only).
+// One tensor a transformer layer keeps from its forward to its backward. The
+// graph allocates it as "act.<name>" (docs/memory_training_notes.md).
+struct ActivationTensor {
+  std::string name;
+  std::int64_t bytes = 0;
+};
+
+// The tensors one transformer layer keeps from its forward to its backward
+// for one micro-batch on one rank, in the order the forward creates them:
+// Korthikanti et al. 2022's accounting with the job's TP, SP, CP, GQA, gated
+// MLP, MoE and attention backend (the unfused one keeps the s^2 softmax);
+// full recompute keeps the layer input only.
+std::vector<ActivationTensor> layer_activation_tensors(const JobSpec& job, bool moe_layer);
+// Their sum.
 Bytes layer_activation_bytes(const JobSpec& job, bool moe_layer);
 
 }  // namespace prism

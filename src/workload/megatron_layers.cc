@@ -1,7 +1,9 @@
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "util/check.h"
 #include "workload/megatron_stage.h"
 
 namespace prism::megatron {
@@ -46,204 +48,335 @@ void StageBuilder::tp_input_bwd() {
 // Flash attention; with context parallelism, ring attention over c steps
 // (the diagonal block causal, the others half blocks of the load-balanced
 // split) while K and V (and their gradients backward) circulate on the cp
-// stream.
-void StageBuilder::attention_core(bool backward) {
+// stream. Forward it makes the attention output; backward it returns the
+// alloc of the Q/K/V gradient.
+int StageBuilder::attention_core(bool backward) {
   const std::string_view name = backward ? "attn_bwd" : "attn_fwd";
   const std::int64_t hq = x_.hq / x_.t, hkv = x_.hkv / x_.t;
   if (is_unfused(job_.training.attention_backend)) {
+    if (!backward) {
+      unfused_attention_forward(false);
+      return -1;
+    }
+    // The projection's weight gradient was the last reader of the context.
+    release("attn_out");
     // Selective recompute re-runs the core attention before its backward.
-    if (backward && job_.training.recompute == Recompute::kSelective) unfused_attention(false);
-    unfused_attention(backward);
-    return;
+    if (job_.training.recompute == Recompute::kSelective) unfused_attention_forward(true);
+    return unfused_attention_backward();
+  }
+  int grad_qkv = -1;
+  if (backward) {
+    grad_qkv = alloc(kBf16 * x_.T * x_.qkv_out, "grad.qkv");
+  } else {
+    save("attn_out");
   }
   if (x_.c == 1) {
     kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true), name);
-    return;
-  }
-  const std::int64_t kv_bytes = (backward ? 2 : 1) * 2 * kBf16 * x_.b * x_.s * hkv * x_.d;
-  const std::int32_t tag = backward ? kTagCpBackward : kTagCpForward;
-  record(kCompute, "cp_begin");
-  wait(kCp, "cp_begin");
-  for (int i = 0; i < x_.c; ++i) {
-    if (i + 1 < x_.c) {
-      const std::uint32_t group = next_group_++;
-      p2p(OpKind::kSend, kCp, slots_.cp_next, kv_bytes, tag, "cp_send_kv", group);
-      p2p(OpKind::kRecv, kCp, slots_.cp_prev, kv_bytes, tag, "cp_recv_kv", group);
-      record(kCp, "cp_kv");
+  } else {
+    const std::int64_t kv_bytes = (backward ? 2 : 1) * 2 * kBf16 * x_.b * x_.s * hkv * x_.d;
+    const std::int32_t tag = backward ? kTagCpBackward : kTagCpForward;
+    record(kCompute, "cp_begin");
+    wait(kCp, "cp_begin");
+    for (int i = 0; i < x_.c; ++i) {
+      if (i + 1 < x_.c) {
+        const std::uint32_t group = next_group_++;
+        p2p(OpKind::kSend, kCp, slots_.cp_next, kv_bytes, tag, "cp_send_kv", group);
+        p2p(OpKind::kRecv, kCp, slots_.cp_prev, kv_bytes, tag, "cp_recv_kv", group);
+        record(kCp, "cp_kv");
+      }
+      if (i == 0) {
+        kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true), name);
+      } else {
+        kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s / 2, x_.d, false), name);
+      }
+      if (i + 1 < x_.c) wait(kCompute, "cp_kv");
     }
-    if (i == 0) {
-      kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true), name);
-    } else {
-      kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s / 2, x_.d, false), name);
-    }
-    if (i + 1 < x_.c) wait(kCompute, "cp_kv");
   }
+  if (backward) {
+    release("attn_out");  // flash attention's backward reads its output
+    release("qkv");
+  }
+  return grad_qkv;
 }
 
 // Megatron's DotProductAttention: scores = Q K^T as one batched GEMM per
 // (micro-batch, head), scale-mask-softmax and dropout materialized, then
-// scores x V. Key/value heads are repeated for GQA, as Megatron does.
-void StageBuilder::unfused_attention(bool backward) {
+// scores x V. Key/value heads are repeated for GQA, as Megatron does. The
+// raw scores live only until the softmax has read them. `rerun`: selective
+// recompute's re-run in the backward, whose context output nothing reads.
+void StageBuilder::unfused_attention_forward(bool rerun) {
   const std::int64_t batch = x_.b * x_.hq / x_.t;
   const std::int64_t scores = batch * x_.s * x_.s;  // elements
-  if (!backward) {
-    gemm_fwd(x_.s, x_.s, x_.d, "attn_scores_fwd", batch);
-    mem("softmax_fwd", kBf16 * 2 * scores);
-    mem("attn_dropout_fwd", (kBf16 * 2 + 1) * scores);
-    gemm_fwd(x_.s, x_.d, x_.s, "attn_context_fwd", batch);
-    return;
+  const Pass pass = pass_;
+  if (rerun) pass_ = Pass::kRecompute;
+  const int raw = alloc(kBf16 * scores, "attn_scores");
+  gemm_fwd(x_.s, x_.s, x_.d, "attn_scores_fwd", batch);
+  save("attn_softmax");
+  mem("softmax_fwd", kBf16 * 2 * scores);
+  free(raw);
+  save("attn_softmax_dropout_mask");
+  save("attn_probs");
+  mem("attn_dropout_fwd", (kBf16 * 2 + 1) * scores);
+  save("attn_out");
+  gemm_fwd(x_.s, x_.d, x_.s, "attn_context_fwd", batch);
+  if (rerun) {
+    release("attn_out");
+  } else if (pass_ == Pass::kForward && !is_kept("attn_softmax")) {
+    // Checkpointed (selective) or without autograd (full recompute): the
+    // score-sized tensors are dropped at once.
+    for (const std::string_view t : {"attn_softmax", "attn_softmax_dropout_mask", "attn_probs"})
+      release(t);
   }
+  pass_ = pass;
+}
+
+int StageBuilder::unfused_attention_backward() {
+  const std::int64_t batch = x_.b * x_.hq / x_.t;
+  const std::int64_t scores = batch * x_.s * x_.s;
+  const int grad_qkv = alloc(kBf16 * x_.T * x_.qkv_out, "grad.qkv");
+  const int grad_probs = alloc(kBf16 * scores, "grad.attn_probs");
   gemm_bwd(x_.s, x_.d, x_.s, "attn_context_dgrad", "attn_context_wgrad", batch);
+  release("attn_probs");
+  const int grad_scores = alloc(kBf16 * scores, "grad.attn_scores");
   mem("attn_dropout_bwd", (kBf16 * 2 + 1) * scores);
+  release("attn_softmax_dropout_mask");
+  free(grad_probs);
   mem("softmax_bwd", kBf16 * 3 * scores);
+  release("attn_softmax");
   gemm_bwd(x_.s, x_.s, x_.d, "attn_scores_dgrad", "attn_scores_wgrad", batch);
+  free(grad_scores);
+  release("qkv");
+  return grad_qkv;
 }
 
-// FC1 -> activation -> FC2 over `m` tokens (`batch` experts of that shape).
-void StageBuilder::mlp(bool backward, std::int64_t f_in, std::int64_t f_out,
-                       std::string_view prefix, std::int64_t m, std::int64_t batch) {
-  const std::string p(prefix);
-  const std::string_view act = job_.model.activation == Activation::kSwiglu ? "swiglu"
-                               : job_.model.activation == Activation::kGelu ? "gelu"
-                                                                            : "squared_relu";
-  const std::int64_t act_bytes = kBf16 * m * batch * (f_out + f_in);
-  if (!backward) {
-    gemm_fwd(m, f_out, x_.h, p + "fc1_fwd", batch);
-    mem(fmt::format("{}_fwd", act), act_bytes);
-    gemm_fwd(m, x_.h, f_in, p + "fc2_fwd", batch);
-    return;
-  }
-  gemm_bwd(m, x_.h, f_in, p + "fc2_dgrad", p + "fc2_wgrad", batch);
-  mem(fmt::format("{}_bwd", act), 2 * act_bytes);
-  gemm_bwd(m, f_out, x_.h, p + "fc1_dgrad", p + "fc1_wgrad", batch);
+static std::string_view activation_name(Activation a) {
+  return a == Activation::kSwiglu ? "swiglu" : a == Activation::kGelu ? "gelu" : "squared_relu";
 }
 
-void StageBuilder::moe_forward() {
-  const std::int64_t routed = kBf16 * x_.Tsp * x_.topk * x_.h;
-  // The router stays in bf16 under fp8 training (Transformer Engine's fp8
-  // covers the linear layers only).
-  kernel(gemm(x_.Tsp, x_.experts, x_.h), "router_fwd");
-  mem("router_topk_fwd", kFp32 * x_.Tsp * x_.experts * 2);
-  mem("permute_fwd", 2 * routed);
-  if (x_.ep > 1) collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_dispatch");
-  if (x_.etp_gather > 1)
-    collective(CollectiveKind::kAllGather, kCompute, slots_.etp, routed * x_.etp_gather,
-               "etp_all_gather");
-  mlp(false, x_.moe_f_in, x_.moe_f_out, "expert_", x_.moe_tokens, x_.local_experts);
-  if (x_.etp_gather > 1)
-    collective(CollectiveKind::kReduceScatter, kCompute, slots_.etp, routed * x_.etp_gather,
-               "etp_reduce_scatter");
-  if (x_.ep > 1) collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_combine");
-  mem("unpermute_fwd", 2 * routed);
-  if (x_.shared_f_in > 0) {
+// FC1 -> activation -> FC2. Keeps FC1's and the activation's outputs; returns
+// FC2's output (the TP-partial sum before its reduction), which the caller
+// frees once the block's output is made, or -1 when the SP reduce-scatter has
+// already replaced it.
+int StageBuilder::mlp_forward(const MlpShape& m) {
+  const std::string p(m.prefix);
+  const std::int64_t rows = m.tokens * m.batch;
+  int gathered = -1;
+  if (m.tensor_parallel) {
+    gathered = gathered_input(p + "fc1_input");
     tp_input_fwd();
-    mlp(false, x_.shared_f_in, x_.shared_f_out, "shared_", x_.T, 1);
+  }
+  save(p + "fc1_output");
+  gemm_fwd(m.tokens, m.f_out, x_.h, p + "fc1_fwd", m.batch);
+  free_transient(gathered);
+  save(p + "act_output");
+  mem(fmt::format("{}_fwd", activation_name(job_.model.activation)),
+      kBf16 * rows * (m.f_out + m.f_in));
+  int out = alloc(kBf16 * rows * x_.h, p + "fc2_output");
+  gemm_fwd(m.tokens, x_.h, m.f_in, p + "fc2_fwd", m.batch);
+  if (m.tensor_parallel) {
     tp_output_fwd();
+    if (x_.sp) {
+      free(out);
+      out = -1;
+    }
   }
+  return out;
 }
 
-void StageBuilder::moe_backward() {
-  const std::int64_t routed = kBf16 * x_.Tsp * x_.topk * x_.h;
-  if (x_.shared_f_in > 0) {
-    tp_output_bwd();
-    mlp(true, x_.shared_f_in, x_.shared_f_out, "shared_", x_.T, 1);
-    tp_input_bwd();
-  }
-  mem("unpermute_bwd", 2 * routed);
-  if (x_.ep > 1)
-    collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_combine_bwd");
-  if (x_.etp_gather > 1)
-    collective(CollectiveKind::kAllGather, kCompute, slots_.etp, routed * x_.etp_gather,
-               "etp_all_gather");
-  mlp(true, x_.moe_f_in, x_.moe_f_out, "expert_", x_.moe_tokens, x_.local_experts);
-  if (x_.etp_gather > 1)
-    collective(CollectiveKind::kReduceScatter, kCompute, slots_.etp, routed * x_.etp_gather,
-               "etp_reduce_scatter");
-  if (x_.ep > 1)
-    collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_dispatch_bwd");
-  mem("permute_bwd", 2 * routed);
-  mem("router_topk_bwd", kFp32 * x_.Tsp * x_.experts * 2);
-  kernel(gemm(x_.Tsp, x_.h, x_.experts), "router_dgrad");
-  kernel(gemm(x_.h, x_.experts, x_.Tsp), "router_wgrad");
+// The MLP's backward from the gradient of FC2's output (`grad_output`, freed
+// after FC2's weight gradient; allocated here when -1); returns the alloc of
+// the gradient of FC1's input, which the caller frees.
+int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
+  const std::string p(m.prefix);
+  const std::int64_t rows = m.tokens * m.batch;
+  // The block output's gradient, all-gathered with SP.
+  if (grad_output < 0) grad_output = alloc(kBf16 * rows * x_.h, "grad." + p + "fc2_output");
+  if (m.tensor_parallel) tp_output_bwd();
+  const int grad_act = alloc(kBf16 * rows * m.f_in, "grad." + p + "act_output");
+  gemm_bwd(m.tokens, x_.h, m.f_in, p + "fc2_dgrad", p + "fc2_wgrad", m.batch);
+  release(p + "act_output");
+  free(grad_output);
+  const int grad_fc1 = alloc(kBf16 * rows * m.f_out, "grad." + p + "fc1_output");
+  mem(fmt::format("{}_bwd", activation_name(job_.model.activation)),
+      2 * kBf16 * rows * (m.f_out + m.f_in));
+  release(p + "fc1_output");
+  free(grad_act);
+  const int gathered = m.tensor_parallel ? gathered_input(p + "fc1_input") : -1;
+  const int grad_input = alloc(kBf16 * rows * x_.h, "grad." + p + "fc1_input");
+  gemm_bwd(m.tokens, m.f_out, x_.h, p + "fc1_dgrad", p + "fc1_wgrad", m.batch);
+  free(grad_fc1);
+  if (m.tensor_parallel) tp_input_bwd();
+  free_transient(gathered);
+  if (!m.input.empty()) release(m.input);
+  return grad_input;
 }
 
-void StageBuilder::layer_forward(bool moe) {
-  const std::int64_t norm = kBf16 * 2 * x_.Tsp * x_.h;                      // read + write
-  const std::int64_t residual = kBf16 * 3 * x_.Tsp * x_.h + x_.Tsp * x_.h;  // + mask
-  mem("norm_fwd", norm);
+// Norm, QKV, core attention, projection, bias-dropout-add. The projection's
+// output (a TP-partial sum with t > 1) lives until its reduce-scatter (SP)
+// or the residual add has consumed it.
+void StageBuilder::attention_forward() {
+  save("qkv_input");
+  mem("norm_fwd", kBf16 * 2 * x_.Tsp * x_.h);
+  const int gathered = gathered_input("qkv_input");
   tp_input_fwd();
+  save("qkv");
   gemm_fwd(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
+  free_transient(gathered);
   attention_core(false);
+  int out = alloc(kBf16 * x_.T * x_.h, "proj_output");
   gemm_fwd(x_.T, x_.h, x_.attn_out, "proj_fwd");
   tp_output_fwd();
-  mem("residual_fwd", residual);
-  mem("norm_fwd", norm);
-  if (moe) {
-    moe_forward();
-  } else {
-    tp_input_fwd();
-    mlp(false, x_.f_in, x_.f_out, "", x_.T, 1);
-    tp_output_fwd();
+  if (x_.sp) {
+    free(out);
+    out = -1;
   }
-  mem("residual_fwd", residual);
+  save("attn_dropout_mask");
+  save("norm2_input");
+  mem("residual_fwd", kBf16 * 3 * x_.Tsp * x_.h + x_.Tsp * x_.h);
+  free_transient(out);
 }
 
-void StageBuilder::layer_backward(bool moe) {
-  const std::int64_t norm = kBf16 * 4 * x_.Tsp * x_.h;
-  const std::int64_t residual = kBf16 * 3 * x_.Tsp * x_.h + x_.Tsp * x_.h;
-  mem("residual_bwd", residual);
-  if (moe) {
-    moe_backward();
+void StageBuilder::layer_forward(std::string_view output_name) {
+  const std::int64_t hidden = kBf16 * x_.Tsp * x_.h;
+  attention_forward();
+  std::vector<int> later;
+  if (x_.moe) {
+    save("router_input");
+    mem("norm_fwd", 2 * hidden);
+    later = moe_forward();
   } else {
-    tp_output_bwd();
-    mlp(true, x_.f_in, x_.f_out, "", x_.T, 1);
-    tp_input_bwd();
+    save("fc1_input");
+    mem("norm_fwd", 2 * hidden);
+    later = {mlp_forward(dense_mlp())};
   }
-  mem("norm_bwd", norm);
-  mem("residual_bwd", residual);
+  save("mlp_dropout_mask");
+  const int out = alloc(hidden, output_name);
+  mem("residual_fwd", kBf16 * 3 * x_.Tsp * x_.h + x_.Tsp * x_.h);
+  for (const int op : later) free_transient(op);
+  if (pass_ == Pass::kRecompute) {
+    recomputed_output_ = out;
+  } else {
+    hidden_ = {out, 0};
+  }
+  end_layer_forward();
+}
+
+// Returns the alloc of the gradient of the QKV GEMM's input.
+int StageBuilder::attention_backward() {
+  const int grad_out = alloc(kBf16 * x_.T * x_.h, "grad.proj_output");
+  mem("residual_bwd", kBf16 * 3 * x_.Tsp * x_.h + x_.Tsp * x_.h);
+  release("attn_dropout_mask");
   tp_output_bwd();
+  const int grad_attn = alloc(kBf16 * x_.T * x_.attn_out, "grad.attn_out");
   gemm_bwd(x_.T, x_.h, x_.attn_out, "proj_dgrad", "proj_wgrad");
-  attention_core(true);
+  free(grad_out);
+  const int grad_qkv = attention_core(true);
+  free(grad_attn);
+  const int gathered = gathered_input("qkv_input");
+  const int grad_in = alloc(kBf16 * x_.T * x_.h, "grad.qkv_input");
   gemm_bwd(x_.T, x_.qkv_out, x_.h, "qkv_dgrad", "qkv_wgrad");
+  free(grad_qkv);
   tp_input_bwd();
-  mem("norm_bwd", norm);
+  free_transient(gathered);
+  release("qkv_input");
+  return grad_in;
 }
 
-// Vocabulary-parallel embedding: a lookup, then the partial embeddings summed
-// over TP (reduce-scattered to sequence shards with SP).
+// Each block's input gradient is a fresh buffer: the norm's backward plus the
+// residual's gradient, which is freed once both have been read.
+void StageBuilder::layer_backward(std::string_view grad_input_name) {
+  const std::int64_t hidden = kBf16 * x_.Tsp * x_.h;
+  mem("residual_bwd", kBf16 * 3 * x_.Tsp * x_.h + x_.Tsp * x_.h);
+  release("mlp_dropout_mask");
+  const std::vector<int> mlp_grads =
+      x_.moe ? moe_backward() : std::vector<int>{mlp_backward(dense_mlp(), -1)};
+  const int grad_mid = alloc(hidden, "grad.norm2_input");
+  mem("norm_bwd", 2 * 2 * hidden);
+  for (const int op : mlp_grads) free(op);
+  release("norm2_input");
+  free(grad_);
+  const int grad_qkv_in = attention_backward();
+  const int grad_in = alloc(hidden, grad_input_name);
+  mem("norm_bwd", 2 * 2 * hidden);
+  free(grad_qkv_in);
+  release("norm1_input");
+  free(grad_mid);
+  if (recomputed_output_ >= 0) {
+    free(recomputed_output_);
+    recomputed_output_ = -1;
+  }
+  PRISM_CHECK(layer_.empty(), "a layer's backward left activations allocated");
+  grad_ = {grad_in, 0};
+}
+
+// Vocabulary-parallel embedding: a lookup (a TP-partial sum with t > 1), the
+// sum over TP (reduce-scattered to sequence shards with SP), then dropout,
+// whose output is the first layer's input. Backward, the weight gradient is a
+// dense bf16 [V/t, h] tensor until the DDP hook adds it to the fp32 main
+// gradient (the linear layers write theirs there directly).
 void StageBuilder::embedding(bool backward) {
   if (!backward) {
+    const int lookup = alloc(kBf16 * x_.T * x_.h, "embedding_lookup");
     mem("embedding_fwd", kBf16 * 2 * x_.T * x_.h);
     tp_output_fwd();
+    keep("embedding_dropout_mask", x_.Tsp * x_.h);
+    hidden_ = {alloc(kBf16 * x_.Tsp * x_.h, "act.norm1_input"), 0};
+    free(lookup);
     return;
   }
+  const int grad_lookup = alloc(kBf16 * x_.T * x_.h, "grad.embedding_lookup");
   tp_output_bwd();
+  const int grad_weight = alloc(kBf16 * x_.vocab * x_.h, "grad.embedding_weight");
   mem("embedding_bwd", kBf16 * 2 * x_.T * x_.h + kFp32 * x_.T * x_.h);
+  release("embedding_dropout_mask");
+  free(grad_lookup);
+  free(grad_weight);
+  free(grad_);
+  grad_ = {};
 }
 
 // Final norm, output (logits) layer and vocabulary-parallel cross entropy
-// (three small TP all-reduces: max, sum of exponentials, target logit).
-void StageBuilder::output_layer(bool backward, int mb) {
+// (three small TP all-reduces: max, sum of exponentials, target logit). The
+// bf16 logits live until the cross entropy has made its fp32 copy, which it
+// keeps (as the softmax) for its backward; that turns it into the logits'
+// gradient in place, cast back to bf16 for the GEMMs.
+void StageBuilder::output_layer(bool backward) {
   const std::int64_t logits = kBf16 * x_.T * x_.vocab;
   if (!backward) {
+    layer_["final_norm_input"] = hidden_;
+    keep("logits_input", kBf16 * x_.Tsp * x_.h);
     mem("norm_fwd", kBf16 * 2 * x_.Tsp * x_.h);
+    const int gathered = gathered_input("logits_input");
     tp_input_fwd();
+    const int bf16_logits = alloc(logits, "logits");
     // The output layer is not a Transformer Engine layer: bf16 under fp8 too.
     kernel(gemm(x_.T, x_.vocab, x_.h), "logits_fwd");
-    // bf16 logits and the fused cross entropy's fp32 copy, kept for its backward.
-    logits_[mb] = alloc(x_.T * x_.vocab * (kBf16 + kFp32), "logits");
+    free_transient(gathered);
+    keep("logits_fp32", kFp32 * x_.T * x_.vocab);
     mem("cross_entropy_fwd", 2 * logits);
+    free(bf16_logits);
     if (x_.t > 1)
       collective(CollectiveKind::kAllReduce, kCompute, slots_.tp, kFp32 * 3 * x_.T, "tp_all_reduce",
                  DType::kFloat32);
     return;
   }
+  const int grad_logits = alloc(logits, "grad.logits");
   mem("cross_entropy_bwd", 2 * logits);
-  free(logits_[mb], "logits");
+  release("logits_fp32");
+  const int gathered = gathered_input("logits_input");
+  const int grad_in = alloc(kBf16 * x_.T * x_.h, "grad.logits_input");
   kernel(gemm(x_.T, x_.h, x_.vocab), "logits_dgrad");
   kernel(gemm(x_.h, x_.vocab, x_.T), "logits_wgrad");
+  free(grad_logits);
   tp_input_bwd();
+  free_transient(gathered);
+  release("logits_input");
+  const int grad_norm = alloc(kBf16 * x_.Tsp * x_.h, "grad.final_norm_input");
   mem("norm_bwd", kBf16 * 4 * x_.Tsp * x_.h);
+  free(grad_in);
+  release("final_norm_input");
+  PRISM_CHECK(layer_.empty(), "the output layer's backward left activations allocated");
+  grad_ = {grad_norm, 0};
 }
 
 }  // namespace prism::megatron

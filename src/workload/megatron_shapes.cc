@@ -71,27 +71,59 @@ LayerParams layer_params(const JobSpec& job, const Dims& x) {
   return p;
 }
 
-std::int64_t activation_bytes(const JobSpec& job, const Dims& x, bool moe_layer) {
-  const std::int64_t sp = x.sp ? x.t : 1;
-  const std::int64_t Th = x.T * x.h;
-  if (job.training.recompute == Recompute::kFull) return kBf16 * Th / sp;  // layer input
-  // Attention: norm input, QKV input, Q/K/V, attention output (the output
-  // projection's input), dropout mask (1 byte).
-  std::int64_t a =
-      kBf16 * Th / sp * 2 + kBf16 * x.T * x.qkv_out + kBf16 * x.T * x.attn_out + Th / sp;
-  // MLP: norm input, FC1 input, FC1 output, activation output, dropout mask.
-  a += kBf16 * Th / sp * 2 + Th / sp;
-  if (!moe_layer) {
-    a += kBf16 * x.T * (x.f_out + x.f_in);
-    return a;
+// Korthikanti et al. 2022 (arXiv 2205.05198), section 4, per tensor, with the
+// job's TP, SP, CP, GQA, gated MLP and MoE. Hidden states (layer and block
+// inputs, norm outputs, dropout masks) are sequence-sharded with SP; the GEMM
+// outputs of the column-parallel layers are full-sequence and head- or
+// ffn-sharded. Flash attention keeps no score matrix; the unfused backend
+// keeps the softmax output, its dropout mask and the dropped-out
+// probabilities (the 5 a s^2 b term) unless selective recompute re-runs them.
+std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims& x,
+                                                 bool moe_layer) {
+  const std::int64_t hidden = kBf16 * x.Tsp * x.h;  // one sequence-sharded hidden state
+  const std::int64_t mask = x.Tsp * x.h;            // a dropout mask: 1 byte per element
+  if (job.training.recompute == Recompute::kFull) return {{"norm1_input", hidden}};
+  std::vector<ActivationTensor> t = {
+      {"norm1_input", hidden},  // the layer input, kept by the first norm
+      {"qkv_input", hidden},    // the norm's output, kept by the QKV GEMM
+      {"qkv", kBf16 * x.T * x.qkv_out},
+  };
+  if (is_unfused(job.training.attention_backend) &&
+      job.training.recompute != Recompute::kSelective) {
+    const std::int64_t scores = x.b * x.hq / x.t * x.s * x.s;  // elements
+    t.push_back({"attn_softmax", kBf16 * scores});
+    t.push_back({"attn_softmax_dropout_mask", scores});
+    t.push_back({"attn_probs", kBf16 * scores});
   }
-  // Router logits (fp32), permuted tokens, expert FC1 output and activation,
-  // shared expert like a dense MLP.
-  const std::int64_t tokens = x.moe_tokens * x.local_experts;
-  a += kFp32 * x.Tsp * x.experts + kBf16 * tokens * x.h;
-  a += kBf16 * tokens * (x.moe_f_out + x.moe_f_in);
-  a += kBf16 * x.T * (x.shared_f_out + x.shared_f_in);
-  return a;
+  t.push_back({"attn_out", kBf16 * x.T * x.attn_out});  // the projection's input
+  t.push_back({"attn_dropout_mask", mask});
+  t.push_back({"norm2_input", hidden});
+  if (!moe_layer) {
+    t.push_back({"fc1_input", hidden});
+    t.push_back({"fc1_output", kBf16 * x.T * x.f_out});
+    t.push_back({"act_output", kBf16 * x.T * x.f_in});
+    t.push_back({"mlp_dropout_mask", mask});
+    return t;
+  }
+  // The norm's output feeds the router, the permutation and the shared expert.
+  const std::int64_t tokens = x.moe_tokens * x.local_experts;  // routed copies at this rank
+  t.push_back({"router_input", hidden});
+  t.push_back({"router_logits", kFp32 * x.Tsp * x.experts});
+  t.push_back({"expert_input", kBf16 * tokens * x.h});
+  t.push_back({"expert_fc1_output", kBf16 * tokens * x.moe_f_out});
+  t.push_back({"expert_act_output", kBf16 * tokens * x.moe_f_in});
+  if (x.shared_f_in > 0) {
+    t.push_back({"shared_fc1_output", kBf16 * x.T * x.shared_f_out});
+    t.push_back({"shared_act_output", kBf16 * x.T * x.shared_f_in});
+  }
+  t.push_back({"mlp_dropout_mask", mask});
+  return t;
+}
+
+std::int64_t activation_bytes(const JobSpec& job, const Dims& x, bool moe_layer) {
+  std::int64_t sum = 0;
+  for (const ActivationTensor& t : activation_tensors(job, x, moe_layer)) sum += t.bytes;
+  return sum;
 }
 
 std::vector<Step> pipeline_schedule(int p, int v, int m, int rank) {
@@ -142,6 +174,10 @@ std::vector<std::vector<Rank>> expert_groups(const JobSpec& job, int which) {
 }
 
 }  // namespace megatron
+
+std::vector<ActivationTensor> layer_activation_tensors(const JobSpec& job, bool moe_layer) {
+  return megatron::activation_tensors(job, megatron::make_dims(job), moe_layer);
+}
 
 Bytes layer_activation_bytes(const JobSpec& job, bool moe_layer) {
   return Bytes{megatron::activation_bytes(job, megatron::make_dims(job), moe_layer)};

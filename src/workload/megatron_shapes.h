@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "graph/layout.h"
 #include "util/vocab.h"
 #include "workload/job_spec.h"
+#include "workload/megatron.h"
 
 namespace prism::megatron {
 
@@ -52,8 +54,11 @@ struct Step {
 
 Dims make_dims(const JobSpec& job);
 LayerParams layer_params(const JobSpec& job, const Dims& x);
-// Bytes one layer keeps from forward to backward per micro-batch (see
-// layer_activation_bytes() in workload/megatron.h).
+// The tensors one layer keeps from forward to backward per micro-batch, in the
+// order the forward creates them (see layer_activation_tensors() in
+// workload/megatron.h). The builder allocates exactly these, by name.
+std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims& x, bool moe_layer);
+// Their sum.
 std::int64_t activation_bytes(const JobSpec& job, const Dims& x, bool moe_layer);
 // Stage `rank`'s (forward?, chunk, micro-batch) steps in execution order.
 std::vector<Step> pipeline_schedule(int p, int v, int m, int rank);

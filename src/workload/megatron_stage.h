@@ -1,13 +1,26 @@
 // StageBuilder: writes the program of one pipeline stage for
 // build_megatron() (workload/megatron.h). Internal to workload/: the layer
-// ops live in megatron_layers.cc, the schedule, buckets and optimizer in
-// megatron.cc.
+// ops live in megatron_layers.cc (the MoE block in megatron_moe.cc), the
+// memory bookkeeping (which tensor is allocated and freed where) in
+// megatron_memory.cc, the schedule, buckets and optimizer in megatron.cc.
+//
+// Memory: every tensor a layer keeps for its backward is one alloc, named
+// "act.<tensor>" after activation_tensors() (megatron_shapes.h), made where
+// the forward creates it and freed right after the backward op that last
+// reads it; transients (SP gathers, GEMM outputs awaiting their reduction,
+// gradients) are allocated and freed around the ops that use them. The hidden
+// state that flows between layers is one chain of allocations: a layer's
+// output is the next layer's "norm1_input", the last one's is sent to the next
+// stage (and freed once the send is done) or kept by the final norm. The
+// gradient flows back the same way. docs/memory_training_notes.md lists them.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -31,6 +44,11 @@ enum Stream : std::uint16_t {
 inline const std::vector<std::string> kStreamNames = {
     "compute", "dp", "pp_send_fwd", "pp_send_bwd", "pp_recv_fwd", "pp_recv_bwd", "cp"};
 
+// A free's record-stream mask (Op::arg) for one stream.
+constexpr std::int32_t stream_bit(Stream s) {
+  return std::int32_t{1} << s;
+}
+
 constexpr std::int32_t kTagActivation = 0;
 constexpr std::int32_t kTagGrad = 1;
 constexpr std::int32_t kTagCpForward = 2;
@@ -45,6 +63,26 @@ struct SlotIds {
 struct Bucket {
   std::int64_t params = 0;
   bool expert = false;
+};
+
+// A live allocation and the streams it was recorded on (Tensor.record_stream),
+// which its free carries.
+struct Held {
+  int op = -1;
+  std::int32_t record_streams = 0;
+};
+
+// The tensors one layer (or the embedding, or the output layer) of one
+// micro-batch holds, by tensor name ("qkv", not "act.qkv").
+using HeldTensors = std::map<std::string, Held, std::less<>>;
+
+// One MLP of a layer: the dense MLP, the routed experts (one grouped GEMM over
+// `batch` experts of `tokens` each) or the shared expert.
+struct MlpShape {
+  std::string_view prefix;  // "", "expert_" or "shared_": op and tensor names
+  std::int64_t tokens, batch, f_in, f_out;
+  bool tensor_parallel;    // TP collectives (and SP gathers) around it
+  std::string_view input;  // the kept tensor FC1 reads, released by its backward; "" if none
 };
 
 class StageBuilder {
@@ -66,7 +104,8 @@ class StageBuilder {
     lp_ = layer_params(job, x_);
     JobSpec no_recompute = job;
     no_recompute.training.recompute = Recompute::kNone;
-    recomputed_bytes_ = activation_bytes(no_recompute, x_, x_.moe);
+    kept_ = activation_tensors(job, x_, x_.moe);
+    all_tensors_ = activation_tensors(no_recompute, x_, x_.moe);
   }
 
   Role build(RoleFootprint* footprint);
@@ -92,8 +131,30 @@ class StageBuilder {
            std::string_view name, std::uint32_t group = 0);
   void record(std::uint16_t stream, std::string_view event);
   void wait(std::uint16_t stream, std::string_view event);
+
+  // Memory (megatron_memory.cc).
   int alloc(std::int64_t bytes, std::string_view name);
-  void free(int alloc_op, std::string_view name);
+  // `record_streams`: stream_bit()s of the streams the block was recorded on.
+  void free(int alloc_op, std::int32_t record_streams = 0);
+  void free(const Held& h) { free(h.op, h.record_streams); }
+  void free_transient(int alloc_op) {
+    if (alloc_op >= 0) free(alloc_op);
+  }
+  bool is_kept(std::string_view tensor) const;
+  std::string tensor_name(std::string_view tensor) const;
+  // Allocates `tensor` of activation_tensors() for the current layer, named
+  // by the pass (kept "act.", recomputed "recomputed.", else a transient).
+  void save(std::string_view tensor);
+  // Allocates "act.<tensor>" of the embedding or output layer.
+  void keep(std::string_view tensor, std::int64_t bytes);
+  // Frees a tensor the current layer holds.
+  void release(std::string_view tensor);
+  // With SP, the all-gathered full-sequence copy of a column-parallel layer's
+  // input; -1 without SP.
+  int gathered_input(std::string_view tensor);
+  void end_layer_forward();
+  void check_holds(const std::vector<ActivationTensor>& tensors) const;
+  HeldTensors take_saved(int chunk, int mb, int item);
 
   // TP collectives around a column-parallel (input) and a row-parallel
   // (output) linear layer, forward and backward.
@@ -102,16 +163,50 @@ class StageBuilder {
   void tp_output_bwd();
   void tp_input_bwd();
 
-  void attention_core(bool backward);
-  void unfused_attention(bool backward);
-  void layer_forward(bool moe);
-  void layer_backward(bool moe);
-  void mlp(bool backward, std::int64_t f_in, std::int64_t f_out, std::string_view prefix,
-           std::int64_t m, std::int64_t batch);
-  void moe_forward();
-  void moe_backward();
+  int attention_core(bool backward);
+  void unfused_attention_forward(bool rerun);
+  int unfused_attention_backward();
+  void attention_forward();
+  int attention_backward();
+  // The layer's forward; kForward ends by allocating its output as
+  // `output_name` (the next hidden state).
+  void layer_forward(std::string_view output_name);
+  // Consumes grad_ (the output's gradient), leaves the input's, allocated as
+  // `grad_input_name`, in grad_.
+  void layer_backward(std::string_view grad_input_name);
+  MlpShape dense_mlp() const {
+    return {.prefix = "",
+            .tokens = x_.T,
+            .batch = 1,
+            .f_in = x_.f_in,
+            .f_out = x_.f_out,
+            .tensor_parallel = true,
+            .input = "fc1_input"};
+  }
+  MlpShape expert_mlp() const {
+    return {.prefix = "expert_",
+            .tokens = x_.moe_tokens,
+            .batch = x_.local_experts,
+            .f_in = x_.moe_f_in,
+            .f_out = x_.moe_f_out,
+            .tensor_parallel = false,
+            .input = "expert_input"};
+  }
+  MlpShape shared_mlp() const {
+    return {.prefix = "shared_",
+            .tokens = x_.T,
+            .batch = 1,
+            .f_in = x_.shared_f_in,
+            .f_out = x_.shared_f_out,
+            .tensor_parallel = true,
+            .input = ""};
+  }
+  int mlp_forward(const MlpShape& m);
+  int mlp_backward(const MlpShape& m, int grad_output);
+  std::vector<int> moe_forward();
+  std::vector<int> moe_backward();
   void embedding(bool backward);
-  void output_layer(bool backward, int mb);
+  void output_layer(bool backward);
 
   void forward(int chunk, int mb);
   void backward(int chunk, int mb);
@@ -133,8 +228,21 @@ class StageBuilder {
   Role role_;
   std::unordered_map<std::string, std::int32_t> name_index_, event_index_;
 
-  // Activations of (chunk, micro-batch, layer): the alloc op, freed in backward.
-  std::vector<int> activations_;
+  // Memory. The tensors each layer keeps (kept_: this job's list; all_tensors_:
+  // without recompute, what full recompute re-makes). saved_: what the
+  // forward of (chunk, micro-batch, item) left for its backward; item is the
+  // layer, kEmbeddingItem or kOutputItem. layer_: what the layer being built
+  // holds. hidden_ / grad_: the hidden state (forward) or its gradient
+  // (backward) between layers.
+  static constexpr int kEmbeddingItem = -1;
+  static constexpr int kOutputItem = -2;
+  enum class Pass { kForward, kRecompute };
+  std::vector<ActivationTensor> kept_, all_tensors_;
+  std::map<std::tuple<int, int, int>, HeldTensors> saved_;
+  HeldTensors layer_;
+  Pass pass_ = Pass::kForward;
+  Held hidden_, grad_;
+  int recomputed_output_ = -1;  // full recompute: the re-run layer's output
   // Buckets per chunk, and which bucket closes after backward item i of the
   // chunk (items: output layer, layers last to first, embedding).
   std::vector<std::vector<Bucket>> buckets_;
@@ -144,9 +252,6 @@ class StageBuilder {
   std::vector<bool> gathered_;  // per bucket id: params waited for already
   std::uint32_t next_group_ = 1;
   std::int64_t optimizer_params_ = 0;
-  std::vector<int>
-      logits_;  // per micro-batch: the logits' alloc op, from output forward to backward
-  std::int64_t recomputed_bytes_ = 0;  // full recompute: a layer's activations, re-made
 };
 
 }  // namespace prism::megatron

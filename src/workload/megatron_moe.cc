@@ -1,0 +1,79 @@
+// The MoE block of StageBuilder (workload/megatron_stage.h): router, token
+// permutation, Megatron-Core's alltoall dispatcher over EP (and the ETP
+// gather), the routed experts' grouped GEMMs and the shared expert.
+#include <vector>
+
+#include "workload/megatron_stage.h"
+
+namespace prism::megatron {
+
+// The routed experts' tokens: permuted (one copy per top-k choice),
+// dispatched over EP and gathered over ETP into the experts' input. Returns
+// the transients the caller frees after the residual add.
+std::vector<int> StageBuilder::moe_forward() {
+  const std::int64_t routed = kBf16 * x_.Tsp * x_.topk * x_.h;
+  // The router stays in bf16 under fp8 training (Transformer Engine's fp8
+  // covers the linear layers only).
+  save("router_logits");
+  kernel(gemm(x_.Tsp, x_.experts, x_.h), "router_fwd");
+  mem("router_topk_fwd", kFp32 * x_.Tsp * x_.experts * 2);
+  const bool moved = x_.ep > 1 || x_.etp_gather > 1;
+  const int permuted = moved ? alloc(routed, "permuted_tokens") : -1;
+  if (!moved) save("expert_input");
+  mem("permute_fwd", 2 * routed);
+  if (moved) save("expert_input");
+  if (x_.ep > 1) collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_dispatch");
+  if (x_.etp_gather > 1)
+    collective(CollectiveKind::kAllGather, kCompute, slots_.etp, routed * x_.etp_gather,
+               "etp_all_gather");
+  free_transient(permuted);
+  const int expert_out = mlp_forward(expert_mlp());
+  if (x_.etp_gather > 1)
+    collective(CollectiveKind::kReduceScatter, kCompute, slots_.etp, routed * x_.etp_gather,
+               "etp_reduce_scatter");
+  if (x_.ep > 1) collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_combine");
+  std::vector<int> later = {alloc(kBf16 * x_.Tsp * x_.h, "moe_output")};
+  mem("unpermute_fwd", 2 * routed);
+  free(expert_out);
+  if (x_.shared_f_in > 0) {
+    const int shared_out = mlp_forward(shared_mlp());
+    if (shared_out >= 0) later.push_back(shared_out);
+  }
+  return later;
+}
+
+// Returns the input gradients the caller frees after the norm's backward.
+std::vector<int> StageBuilder::moe_backward() {
+  const std::int64_t routed = kBf16 * x_.Tsp * x_.topk * x_.h;
+  std::vector<int> grads;
+  if (x_.shared_f_in > 0) {
+    grads.push_back(mlp_backward(shared_mlp(), -1));
+  }
+  // The gradient of the experts' output, unpermuted back to them.
+  const int grad_out =
+      alloc(kBf16 * x_.moe_tokens * x_.local_experts * x_.h, "grad.expert_fc2_output");
+  mem("unpermute_bwd", 2 * routed);
+  if (x_.ep > 1)
+    collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_combine_bwd");
+  if (x_.etp_gather > 1)
+    collective(CollectiveKind::kAllGather, kCompute, slots_.etp, routed * x_.etp_gather,
+               "etp_all_gather");
+  const int grad_in = mlp_backward(expert_mlp(), grad_out);
+  if (x_.etp_gather > 1)
+    collective(CollectiveKind::kReduceScatter, kCompute, slots_.etp, routed * x_.etp_gather,
+               "etp_reduce_scatter");
+  if (x_.ep > 1)
+    collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_dispatch_bwd");
+  const int grad_router_in = alloc(kBf16 * x_.Tsp * x_.h, "grad.router_input");
+  mem("permute_bwd", 2 * routed);
+  free(grad_in);
+  mem("router_topk_bwd", kFp32 * x_.Tsp * x_.experts * 2);
+  release("router_logits");
+  kernel(gemm(x_.Tsp, x_.h, x_.experts), "router_dgrad");
+  kernel(gemm(x_.h, x_.experts, x_.Tsp), "router_wgrad");
+  release("router_input");
+  grads.push_back(grad_router_in);
+  return grads;
+}
+
+}  // namespace prism::megatron
