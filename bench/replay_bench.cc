@@ -71,7 +71,7 @@ double proc_status_gib(const std::string& key) {
 RunRecord replay_once(const ExecutionGraph& g, bool fold) {
   AlphaBetaModel net;
   RooflineModel compute;
-  CountingMemoryModel memory;
+  AllocatorMemoryModel memory(DeviceMemoryOptions{});
   ReplayOptions options;
   options.fold = fold;
   const auto t0 = std::chrono::steady_clock::now();

@@ -20,6 +20,7 @@
 #include "mem/memory_model.h"
 #include "net/cluster_yaml.h"
 #include "net/flow_network.h"
+#include "replay/nccl_memory.h"
 #include "replay/replay.h"
 #include "report/chrome_trace.h"
 #include "report/report_json.h"
@@ -94,8 +95,8 @@ ReplayCommand::ReplayCommand(CLI::App& parent)
   hbm_bw_gbps_ = static_cast<double>(compute.hbm_bw.bytes_per_s) / 1e9;
 
   app_->footer(
-      "Exit status: 0 replay completed, 1 error, 3 replay deadlocked (summary and report still "
-      "written).");
+      "Exit status: 0 replay completed, 1 error, 3 replay deadlocked, 4 a rank ran out of memory "
+      "(summary and report still written).");
   app_->add_option("GRAPH", graph_path_, "Execution graph file (docs/graph-format.md)")
       ->required()
       ->type_name("FILE");
@@ -120,6 +121,7 @@ ReplayCommand::ReplayCommand(CLI::App& parent)
   app_->add_option("--gpu-tflops", gpu_tflops_, "GPU peak dense throughput, TFLOP/s")
       ->capture_default_str();
   app_->add_option("--hbm-bw", hbm_bw_gbps_, "GPU memory bandwidth, GB/s")->capture_default_str();
+  memory_.add_to(app_);
 }
 
 bool ReplayCommand::selected() const {
@@ -148,12 +150,14 @@ Result<int> ReplayCommand::run() const {
   }
 
   PRISM_ASSIGN_OR_RETURN(const ClusterSpec cluster, cluster_for(cluster_, g));
+  PRISM_ASSIGN_OR_RETURN(const DeviceMemoryOptions device, memory_.device(cluster.gpu_model));
   progress(fmt::format("replaying {} ranks...", g.world_size()));
   FlowNetwork network(cluster, selection);
   RooflineModel compute(compute_params);
-  CountingMemoryModel memory;
+  AllocatorMemoryModel memory(device);
+  NcclMemory nccl(network.tuner());
   PRISM_ASSIGN_OR_RETURN(const ReplayResult result,
-                         replay(g, options, ReplayModels{&network, &compute, &memory}));
+                         replay(g, options, ReplayModels{&network, &compute, &memory, &nccl}));
 
   std::fputs(format_summary(g, result).c_str(), stdout);
   std::fflush(stdout);
@@ -161,7 +165,15 @@ Result<int> ReplayCommand::run() const {
     PRISM_RETURN_IF_ERROR(write_file_atomic(report_path_, format_report_json(g, result)));
   if (!trace_path_.empty())
     PRISM_RETURN_IF_ERROR(write_file_atomic(trace_path_, format_chrome_trace(g, result)));
-  return result.outcome == ReplayResult::Outcome::kDeadlock ? kExitDeadlock : 0;
+  switch (result.outcome) {
+    case ReplayResult::Outcome::kDeadlock:
+      return kExitDeadlock;
+    case ReplayResult::Outcome::kOutOfMemory:
+      return kExitOutOfMemory;
+    case ReplayResult::Outcome::kCompleted:
+      break;
+  }
+  return 0;
 }
 
 }  // namespace prism

@@ -1,14 +1,16 @@
 // `prism replay GRAPH`: replays an execution graph over a cluster (the
 // NCCL-faithful network with bandwidth sharing, net/flow_network.h; roofline
-// compute and counting memory placeholders), prints the
-// summary to stdout and writes the JSON report and the Chrome/Perfetto trace
-// when asked. Exit status 0 when the replay completed, kExitDeadlock when it
-// deadlocked (the summary and report are still written); bad input is an
-// error. docs/cli.md documents every option.
+// compute for ops without a duration; PyTorch's caching allocator and NCCL's
+// buffers on the cluster's GPU, mem/memory_model.h), prints the summary to
+// stdout and writes the JSON report and the Chrome/Perfetto trace when asked.
+// Exit status 0 when the replay completed, kExitDeadlock when it deadlocked,
+// kExitOutOfMemory when a rank ran out of memory (the summary and report are
+// still written); bad input is an error. docs/cli.md documents every option.
 #pragma once
 
 #include <string>
 
+#include "cli/memory_options.h"
 #include "util/status.h"
 
 namespace CLI {
@@ -18,6 +20,7 @@ class App;
 namespace prism {
 
 inline constexpr int kExitDeadlock = 3;
+inline constexpr int kExitOutOfMemory = 4;
 
 class ReplayCommand {
  public:
@@ -40,6 +43,7 @@ class ReplayCommand {
   std::string nccl_proto_;
   double gpu_tflops_;
   double hbm_bw_gbps_;
+  MemoryOptions memory_;
 };
 
 }  // namespace prism

@@ -8,14 +8,17 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/replay_command.h"
 #include "compute/compute_model.h"
 #include "graph/graph_json.h"
 #include "graph/rank_list.h"
 #include "mem/memory_model.h"
 #include "net/flow_network.h"
+#include "replay/nccl_memory.h"
 #include "replay/replay.h"
 #include "report/breakdown.h"
 #include "report/chrome_trace.h"
+#include "report/memory_report.h"
 #include "report/simulate_report.h"
 #include "util/file.h"
 #include "workload/model_stats.h"
@@ -45,7 +48,7 @@ std::string kernels_csv(const PreparedJob& p) {
 }
 
 SimulateSummary summarize(const PreparedJob& p, const ReplayResult& r,
-                          const std::vector<Rank>& reps) {
+                          const std::vector<Rank>& reps, const DeviceMemoryOptions& device) {
   const JobSpec& job = p.job;
   SimulateSummary s;
   s.job = job.name;
@@ -72,8 +75,15 @@ SimulateSummary summarize(const PreparedJob& p, const ReplayResult& r,
   s.parameters = count.total;
   s.active_parameters = count.active;
   s.model_flops = model_flops_per_iteration(job);
+  s.capacity = device.capacity;
+  s.context = device.context;
+  s.alloc_conf = device.allocator.to_string();
+  if (r.outcome == ReplayResult::Outcome::kOutOfMemory) {
+    s.oom_text = format_oom_text(p.built.graph, r.oom.front());
+    s.oom = oom_json(p.built.graph, r.oom.front());
+  }
   s.iteration_time = r.iteration_time;
-  const double t = r.iteration_time.seconds();
+  const double t = s.oom_text.empty() ? r.iteration_time.seconds() : 0;
   if (t > 0) {
     s.tokens_per_s_per_gpu = static_cast<double>(job.training.global_batch_size) *
                              job.training.seq_length / t / job.num_gpus;
@@ -98,10 +108,18 @@ SimulateSummary summarize(const PreparedJob& p, const ReplayResult& r,
     role.parameters = f.parameters;
     role.activation_bytes_per_layer = f.activation_bytes_per_layer;
     role.model_state_bytes = f.model_state_bytes;
-    role.peak_memory = rs.max.peak_memory;
-    s.peak_memory = std::max(s.peak_memory, rs.max.peak_memory);
-    role.breakdown =
-        rank_breakdown(p.built.graph, r.trace, reps[i], SimTime::zero(), r.iteration_time);
+    role.peak_allocated = rs.max.peak_allocated;
+    role.peak_reserved = rs.max.peak_reserved;
+    role.peak_device = rs.max.peak_device;
+    role.nccl = rs.max.nccl;
+    s.peak_allocated = std::max(s.peak_allocated, rs.max.peak_allocated);
+    s.peak_reserved = std::max(s.peak_reserved, rs.max.peak_reserved);
+    s.peak_device = std::max(s.peak_device, rs.max.peak_device);
+    s.nccl = std::max(s.nccl, rs.max.nccl);
+    if (s.oom_text.empty()) {
+      role.breakdown =
+          rank_breakdown(p.built.graph, r.trace, reps[i], SimTime::zero(), r.iteration_time);
+    }
     s.roles.push_back(std::move(role));
   }
   return s;
@@ -112,6 +130,9 @@ SimulateSummary summarize(const PreparedJob& p, const ReplayResult& r,
 SimulateCommand::SimulateCommand(CLI::App& parent)
     : app_(parent.add_subcommand(
           "simulate", "Simulate one training iteration of a job spec: time, MFU, breakdown")) {
+  app_->footer(
+      "Exit status: 0 simulated, 1 error, 4 a rank ran out of memory (summary and report still "
+      "written).");
   job_.add_to(app_);
   app_->add_option("--report", report_path_, "Write the JSON report to FILE")->type_name("FILE");
   CLI::Option* trace = app_->add_option(
@@ -131,6 +152,7 @@ SimulateCommand::SimulateCommand(CLI::App& parent)
       ->type_name("LIST");
   app_->add_option("--nccl-proto", nccl_proto_, "Allowed protocols, NCCL_PROTO syntax")
       ->type_name("LIST");
+  memory_.add_to(app_);
 }
 
 bool SimulateCommand::selected() const {
@@ -144,6 +166,7 @@ Result<int> SimulateCommand::run() const {
       check_output_files(*app_, {"--report", "--trace", "--kernels"}, job_.job_path, "job spec"));
   PRISM_ASSIGN_OR_RETURN(const PreparedJob p, prepare_job(job_));
   const ExecutionGraph& g = p.built.graph;
+  PRISM_ASSIGN_OR_RETURN(const DeviceMemoryOptions device, memory_.device(p.gpu.name));
 
   ReplayOptions options;
   options.fold = !no_fold_;
@@ -164,15 +187,16 @@ Result<int> SimulateCommand::run() const {
   progress(fmt::format("replaying {} ranks...", g.world_size()));
   FlowNetwork network(p.job.cluster, selection);
   const RooflineModel compute;  // unused: every compute op has its duration
-  CountingMemoryModel memory;
+  AllocatorMemoryModel memory(device);
+  NcclMemory nccl(network.tuner());
   PRISM_ASSIGN_OR_RETURN(ReplayResult result,
-                         replay(g, options, ReplayModels{&network, &compute, &memory}));
-  if (result.outcome != ReplayResult::Outcome::kCompleted) {
+                         replay(g, options, ReplayModels{&network, &compute, &memory, &nccl}));
+  if (result.outcome == ReplayResult::Outcome::kDeadlock) {
     return Status::invalid_argument(fmt::format(
         "the graph built from {} deadlocked at rank {} ({}): a builder defect, please report it",
         job_.job_path, result.blocked.front().rank, result.blocked.front().waiting_for));
   }
-  const SimulateSummary summary = summarize(p, result, reps);
+  const SimulateSummary summary = summarize(p, result, reps, device);
   std::fputs(format_simulate_text(summary).c_str(), stdout);
   std::fflush(stdout);
   if (!report_path_.empty())
@@ -185,7 +209,7 @@ Result<int> SimulateCommand::run() const {
   }
   if (!kernels_path_.empty())
     PRISM_RETURN_IF_ERROR(write_file_atomic(kernels_path_, kernels_csv(p)));
-  return 0;
+  return result.outcome == ReplayResult::Outcome::kOutOfMemory ? kExitOutOfMemory : 0;
 }
 
 BuildCommand::BuildCommand(CLI::App& parent)

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/job_setup.h"
+#include "cli/memory_options.h"
 #include "util/status.h"
 
 namespace CLI {
@@ -33,6 +34,7 @@ class SimulateCommand {
   bool no_fold_ = false;
   std::string nccl_algo_;
   std::string nccl_proto_;
+  MemoryOptions memory_;
 };
 
 // `prism build JOB.yaml -o GRAPH`: writes the graph `prism simulate` would

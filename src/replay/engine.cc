@@ -1,5 +1,7 @@
 #include "replay/engine.h"
 
+#include "replay/nccl_memory.h"
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -41,7 +43,7 @@ Result<ReplayResult> Engine::run() {
       wakes_.emplace_back(s, st);
   drain_wakes();
   std::vector<TransferId> done;
-  for (;;) {
+  while (!stopped_) {
     const SimTime tn = models_.network->next_completion();
     const SimTime tq = queue_.next_time();
     if (tn == SimTime::never() && tq == SimTime::never()) break;
@@ -79,7 +81,7 @@ void Engine::try_advance(std::uint32_t s, std::uint16_t st) {
   StreamState& ss = streams_[sr.first_stream + st];
   const std::vector<std::int32_t>& list = tables_[sr.role].stream_ops[st];
   const Role& role = g_.roles[sr.role];
-  while (ss.in_flight == 0 && !ss.finished) {
+  while (ss.in_flight == 0 && !ss.finished && !stopped_) {
     if (ss.pos == list.size()) {
       ss.finished = true;
       return;
@@ -156,10 +158,10 @@ bool Engine::start_op(std::uint32_t s, std::uint16_t st, std::int32_t oi) {
       post_p2p(s, st, oi, op);
       return true;
     case OpKind::kAlloc:
-      models_.memory->alloc(static_cast<int>(s), oi, op.bytes, op.stream, now_);
+      if (!alloc_op(s, st, oi, op)) return true;  // out of memory: the replay stops
       break;
     case OpKind::kFree:
-      models_.memory->free(static_cast<int>(s), op.ref, op.bytes, op.stream, now_);
+      free_op(s, oi, op);
       break;
     case OpKind::kMarker:
       if (op.marker == MarkerKind::kIteration) sr.iteration_marks.push_back(now_);
@@ -191,6 +193,8 @@ void Engine::arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t o
   InFlight rec;
   rec.comm = comm;
   rec.seq = seq;
+  if (models_.nccl != nullptr)
+    for (const Arrival& a : c.arrivals(seq)) connect_nccl(a, comm, t);
   start_transfer(t, rec, c.arrivals(seq));
 }
 
@@ -216,6 +220,10 @@ void Engine::post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const 
   t.num_nodes = g_.layout.node_of(src) == g_.layout.node_of(dst) ? 1 : 2;
   t.max_ranks_per_node = 3 - t.num_nodes;
   t.multiplicity = fold_.class_size[m.send.srank];
+  if (models_.nccl != nullptr) {
+    connect_nccl(m.send, dst, t);
+    connect_nccl(m.recv, src, t);
+  }
   InFlight rec;
   rec.collective = false;
   rec.match = m;
@@ -261,6 +269,9 @@ void Engine::complete(const Arrival& a, SimTime transfer_start) {
 void Engine::record_completion(const Arrival& a, SimTime transfer_start) {
   SimRank& sr = sranks_[a.srank];
   ++op_events_;
+  const std::uint32_t si = sr.first_stream + a.stream;
+  ++streams_[si].done;
+  if (!release_waits_[si].empty()) stream_progress(static_cast<std::uint32_t>(a.srank), a.stream);
   sr.finish = now_;
   if (sr.traced)
     trace_.push_back(TraceRecord{sr.rank, sr.role, a.op, a.stream, a.at, transfer_start, now_});
@@ -288,6 +299,96 @@ void Engine::account(SimRank& sr, int d_compute, int d_comm) {
   sr.last_change = now_;
   sr.computing += d_compute;
   sr.communicating += d_comm;
+}
+
+// Memory. An alloc op that does not fit stops the replay.
+bool Engine::alloc_op(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op) {
+  if (!models_.memory->alloc(static_cast<int>(s), oi, op.bytes, op.stream, now_)) {
+    out_of_memory(s, st, oi, false, op.bytes);
+    return false;
+  }
+  sample_memory(s);
+  return true;
+}
+
+// A free whose record streams still have ops issued before it to finish is
+// deferred until they have (PyTorch records an event on each of them).
+void Engine::free_op(std::uint32_t s, std::int32_t oi, const Op& op) {
+  const SimRank& sr = sranks_[s];
+  int pending = 0;
+  const auto& waits = tables_[sr.role].record_waits;
+  if (const auto it = waits.find(oi); it != waits.end()) {
+    for (const auto& [st, count] : it->second) {
+      const std::uint32_t si = sr.first_stream + st;
+      if (streams_[si].done >= count) continue;
+      release_waits_[si].push_back(ReleaseWait{count, op.ref});
+      ++pending;
+    }
+  }
+  models_.memory->free(static_cast<int>(s), op.ref, op.stream, now_, pending > 0);
+  if (pending > 0) pending_release_[static_cast<std::uint64_t>(s) << 32 | op.ref] = pending;
+  sample_memory(s);
+}
+
+// Stream `st` of simulated rank `s` completed an op: blocks whose record
+// streams are now all done go back to the allocator.
+void Engine::stream_progress(std::uint32_t s, std::uint16_t st) {
+  const std::uint32_t si = sranks_[s].first_stream + st;
+  std::vector<ReleaseWait>& waits = release_waits_[si];
+  const std::uint32_t done = streams_[si].done;
+  for (std::size_t i = 0; i < waits.size();) {
+    if (waits[i].count > done) {
+      ++i;
+      continue;
+    }
+    const std::int32_t alloc = waits[i].free_op;
+    waits[i] = waits.back();
+    waits.pop_back();
+    const auto it = pending_release_.find(static_cast<std::uint64_t>(s) << 32 | alloc);
+    PRISM_CHECK(it != pending_release_.end(), "record-stream wait without a pending free");
+    if (--it->second > 0) continue;
+    pending_release_.erase(it);
+    models_.memory->release(static_cast<int>(s), alloc, now_);
+    sample_memory(s);
+  }
+}
+
+// NCCL's buffers for transfer `t` on the arrival's rank: communicator init
+// and connections on first use.
+void Engine::connect_nccl(const Arrival& a, std::int64_t comm, const Transfer& t) {
+  const auto s = static_cast<std::uint32_t>(a.srank);
+  const std::int64_t bytes = models_.nccl->on_transfer(s, comm, t);
+  if (bytes == 0) return;
+  if (!models_.memory->add_external(static_cast<int>(s), Bytes{bytes}, now_))
+    out_of_memory(s, a.stream, a.op, true, Bytes{bytes});
+  sample_memory(s);
+}
+
+void Engine::out_of_memory(std::uint32_t s, std::uint16_t st, std::int32_t oi, bool in_nccl,
+                           Bytes bytes) {
+  if (stopped_) return;
+  stopped_ = true;
+  const SimRank& sr = sranks_[s];
+  OutOfMemory o;
+  o.rank = sr.rank;
+  o.num_ranks = fold_.class_size[s];
+  o.role = sr.role;
+  o.op = oi;
+  o.stream = st;
+  o.at = now_;
+  o.in_nccl = in_nccl;
+  o.requested = bytes;
+  if (!in_nccl) o.allocator = models_.memory->oom(static_cast<int>(s));
+  o.usage = models_.memory->usage(static_cast<int>(s));
+  o.capacity = models_.memory->capacity();
+  oom_.push_back(o);
+}
+
+void Engine::sample_memory(std::uint32_t s) {
+  const SimRank& sr = sranks_[s];
+  if (!sr.traced) return;
+  const MemoryUsage u = models_.memory->usage(static_cast<int>(s));
+  memory_trace_.push_back(MemorySample{sr.rank, now_, u.allocated, u.reserved, u.device()});
 }
 
 }  // namespace prism

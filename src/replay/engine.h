@@ -32,10 +32,15 @@ class Engine {
     // Both count in issue order, which is how NCCL matches operations.
     std::vector<std::int32_t> comm_index;
     std::int32_t num_p2p = 0;
+    // Per free op with record streams: (stream, ops of that stream issued
+    // before the free), the count the stream must complete.
+    std::unordered_map<std::int32_t, std::vector<std::pair<std::uint16_t, std::uint32_t>>>
+        record_waits;
   };
   struct StreamState {
     std::uint32_t pos = 0;        // next op, index into RoleTables::stream_ops[stream]
     std::uint32_t in_flight = 0;  // issued and not completed (>1 only for NCCL groups)
+    std::uint32_t done = 0;       // ops completed
     SimTime issued_at;            // issue time of the compute op in flight
     bool waiting_dep = false;
     bool finished = false;
@@ -60,6 +65,12 @@ class Engine {
     std::uint32_t srank;
     std::uint16_t stream;
     std::int32_t op;
+  };
+  // A record-stream free waiting for stream progress: when the stream has
+  // completed `count` ops, one of the block's streams is done with it.
+  struct ReleaseWait {
+    std::uint32_t count;
+    std::int32_t free_op;
   };
   struct InFlight {
     bool collective = true;
@@ -89,12 +100,19 @@ class Engine {
   void complete(const Arrival& a, SimTime transfer_start);
   void record_completion(const Arrival& a, SimTime transfer_start);
   void account(SimRank& sr, int d_compute, int d_comm);
+  bool alloc_op(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op);
+  void free_op(std::uint32_t s, std::int32_t oi, const Op& op);
+  void stream_progress(std::uint32_t s, std::uint16_t st);
+  void connect_nccl(const Arrival& a, std::int64_t comm, const Transfer& t);
+  void out_of_memory(std::uint32_t s, std::uint16_t st, std::int32_t oi, bool in_nccl, Bytes bytes);
+  void sample_memory(std::uint32_t s);
 
   ReplayResult collect();
   std::string describe_dep_wait(const SimRank& sr, std::uint16_t st) const;
   void collect_iterations(ReplayResult* r) const;
   void collect_roles(ReplayResult* r) const;
   void collect_blocked(ReplayResult* r) const;
+  void collect_memory_trace(ReplayResult* r) const;
 
   const ExecutionGraph& g_;
   const ReplayOptions& options_;
@@ -121,6 +139,15 @@ class Engine {
   std::vector<std::pair<std::uint32_t, std::uint16_t>> wakes_;  // FIFO of streams to advance
   std::uint64_t op_events_ = 0;
   std::vector<TraceRecord> trace_;  // records of traced simulated ranks
+  // Memory: record-stream waits per simulated stream (index as streams_),
+  // the number of streams each pending free still waits for (key: srank <<
+  // 32 | free op), the out-of-memory that stopped the replay, samples of
+  // traced ranks.
+  std::vector<std::vector<ReleaseWait>> release_waits_;
+  std::unordered_map<std::uint64_t, int> pending_release_;
+  bool stopped_ = false;
+  std::vector<OutOfMemory> oom_;
+  std::vector<MemorySample> memory_trace_;
 };
 
 }  // namespace prism

@@ -24,19 +24,24 @@ std::string rank_list(const std::vector<Rank>& ranks) {
 
 // Sums of a role's ranks in 128 bits: 16,384 ranks x 2^50 ns overflows 64.
 struct TimeSums {
-  std::array<Int128, 5> v{};  // compute, exposed, idle, finish, peak memory
+  std::array<Int128, 8>
+      v{};  // compute, exposed, idle, finish, peak allocated/reserved/device, nccl
 };
 
 void add_times(TimeSums* sum, RankTimes* mx, const RankTimes& t, std::int64_t times) {
-  const std::array<std::int64_t, 5> values{t.compute.ns, t.exposed_comm.ns, t.idle.ns, t.finish.ns,
-                                           t.peak_memory.count};
+  const std::array<std::int64_t, 8> values{
+      t.compute.ns,           t.exposed_comm.ns,     t.idle.ns,           t.finish.ns,
+      t.peak_allocated.count, t.peak_reserved.count, t.peak_device.count, t.nccl.count};
   for (std::size_t i = 0; i < values.size(); ++i)
     sum->v[i] += static_cast<Int128>(values[i]) * times;
   mx->compute = max(mx->compute, t.compute);
   mx->exposed_comm = max(mx->exposed_comm, t.exposed_comm);
   mx->idle = max(mx->idle, t.idle);
   mx->finish = max(mx->finish, t.finish);
-  mx->peak_memory = std::max(mx->peak_memory, t.peak_memory);
+  mx->peak_allocated = std::max(mx->peak_allocated, t.peak_allocated);
+  mx->peak_reserved = std::max(mx->peak_reserved, t.peak_reserved);
+  mx->peak_device = std::max(mx->peak_device, t.peak_device);
+  mx->nccl = std::max(mx->nccl, t.nccl);
 }
 
 }  // namespace
@@ -52,9 +57,14 @@ ReplayResult Engine::collect() {
   for (SimRank& sr : sranks_) account(sr, 0, 0);  // the tail after a rank's last op is idle
   collect_iterations(&r);
   collect_roles(&r);
-  collect_blocked(&r);
-  r.outcome =
-      r.blocked.empty() ? ReplayResult::Outcome::kCompleted : ReplayResult::Outcome::kDeadlock;
+  if (stopped_) {
+    r.outcome = ReplayResult::Outcome::kOutOfMemory;
+    r.oom = oom_;
+  } else {
+    collect_blocked(&r);
+    r.outcome =
+        r.blocked.empty() ? ReplayResult::Outcome::kCompleted : ReplayResult::Outcome::kDeadlock;
+  }
   // Each traced rank gets its class representative's records under its own number.
   for (Rank rank : options_.trace_ranks) {
     const Rank rep = fold_.representative[fold_.class_of_rank[rank]];
@@ -72,7 +82,29 @@ ReplayResult Engine::collect() {
                               return a.rank == b.rank && a.op == b.op;
                             }),
                 r.trace.end());
+  collect_memory_trace(&r);
   return r;
+}
+
+// Memory samples of the traced ranks, as their representatives' samples
+// under their own numbers; of several samples at one time the last stays.
+void Engine::collect_memory_trace(ReplayResult* r) const {
+  std::vector<Rank> ranks = options_.trace_ranks;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  for (Rank rank : ranks) {
+    const Rank rep = fold_.representative[fold_.class_of_rank[rank]];
+    for (const MemorySample& m : memory_trace_) {
+      if (m.rank != rep) continue;
+      if (!r->memory_trace.empty() && r->memory_trace.back().rank == rank &&
+          r->memory_trace.back().at == m.at) {
+        r->memory_trace.back() = m;
+      } else {
+        r->memory_trace.push_back(m);
+      }
+      r->memory_trace.back().rank = rank;
+    }
+  }
 }
 
 // Iteration k starts when the slowest rank passes its k-th iteration marker
@@ -103,8 +135,10 @@ void Engine::collect_roles(ReplayResult* r) const {
   for (std::size_t i = 0; i < g_.roles.size(); ++i) r->roles[i].name = g_.roles[i].name;
   for (std::size_t c = 0; c < sranks_.size(); ++c) {
     const SimRank& sr = sranks_[c];
-    const RankTimes t{sr.compute, sr.exposed, sr.idle, sr.finish,
-                      models_.memory->peak_allocated(static_cast<int>(c))};
+    const MemoryPeaks p = models_.memory->peaks(static_cast<int>(c));
+    const RankTimes t{
+        sr.compute,  sr.exposed, sr.idle,  sr.finish,
+        p.allocated, p.reserved, p.device, models_.memory->usage(static_cast<int>(c)).external};
     RoleSummary& role = r->roles[sr.role];
     role.num_ranks += fold_.class_size[c];
     add_times(&sums[sr.role], &role.max, t, fold_.class_size[c]);
@@ -116,7 +150,7 @@ void Engine::collect_roles(ReplayResult* r) const {
     // A mean is at most the maximum, so it fits 64 bits again.
     auto mean = [&](int k) { return static_cast<std::int64_t>(sums[i].v[k] / n); };
     role.mean = RankTimes{SimTime{mean(0)}, SimTime{mean(1)}, SimTime{mean(2)}, SimTime{mean(3)},
-                          Bytes{mean(4)}};
+                          Bytes{mean(4)},   Bytes{mean(5)},   Bytes{mean(6)},   Bytes{mean(7)}};
   }
 }
 

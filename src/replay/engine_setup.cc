@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "replay/engine.h"
+#include "replay/nccl_memory.h"
 
 namespace prism {
 
@@ -19,7 +20,9 @@ Engine::Engine(const ExecutionGraph& g, const ReplayOptions& options, const Repl
   build_sim_ranks();
   build_communicators();
   build_p2p_sequences();
+  release_waits_.resize(streams_.size());
   models_.memory->reset(static_cast<int>(sranks_.size()));
+  if (models_.nccl != nullptr) models_.nccl->reset(static_cast<int>(sranks_.size()));
 }
 
 void Engine::build_role_tables() {
@@ -39,6 +42,16 @@ void Engine::build_role_tables() {
       const Op& op = role.ops[i];
       if (op.kind == OpKind::kCollective) t.comm_index[i] = per_slot[op.ref]++;
       if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) t.comm_index[i] = t.num_p2p++;
+      if (op.kind == OpKind::kFree && op.arg != 0) {
+        for (std::uint16_t st = 0; st < role.streams.size() && st <= kMaxRecordStream; ++st) {
+          if (st == op.stream || (op.arg & (1 << st)) == 0) continue;
+          const auto& list = t.stream_ops[st];
+          const auto before = static_cast<std::uint32_t>(
+              std::lower_bound(list.begin(), list.end(), static_cast<std::int32_t>(i)) -
+              list.begin());
+          if (before > 0) t.record_waits[static_cast<std::int32_t>(i)].emplace_back(st, before);
+        }
+      }
     }
   }
 }

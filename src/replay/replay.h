@@ -8,6 +8,11 @@
 // together. A replay that cannot progress returns Outcome::kDeadlock with
 // every blocked rank and what it waits for.
 //
+// Memory: alloc ops allocate from the rank's memory model; a free whose op
+// names record streams returns its block when each of those streams has
+// finished the ops issued before the free (PyTorch's record_stream). An
+// allocation that does not fit ends the replay with Outcome::kOutOfMemory.
+//
 // Folding (default): ranks are partitioned into classes that provably behave
 // identically (same role, same overrides, and class-equal communicator peers,
 // refined to a fixpoint; see replay/folding.h), and one representative per
@@ -30,10 +35,15 @@ struct ReplayOptions {
   std::vector<Rank> trace_ranks;  // ranks whose executed ops go to ReplayResult::trace
 };
 
+class NcclMemory;  // replay/nccl_memory.h
+
 struct ReplayModels {
   NetworkModel* network = nullptr;
   const ComputeModel* compute = nullptr;
   MemoryModel* memory = nullptr;
+  // NCCL's buffers, added to each rank's memory as its communicators connect;
+  // none when null.
+  NcclMemory* nccl = nullptr;
 };
 
 // `g` must be finalized and valid (graph/validate.h). The models are reset and

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph/layout.h"
+#include "mem/memory_model.h"
 #include "util/units.h"
 
 namespace prism {
@@ -20,8 +21,11 @@ struct RankTimes {
   SimTime compute;
   SimTime exposed_comm;
   SimTime idle;
-  SimTime finish;     // completion of the rank's last op
-  Bytes peak_memory;  // peak of the memory model's allocated bytes
+  SimTime finish;        // completion of the rank's last op
+  Bytes peak_allocated;  // the memory model's peaks (mem/memory_model.h)
+  Bytes peak_reserved;
+  Bytes peak_device;  // reserved + NCCL + CUDA context
+  Bytes nccl;         // NCCL's buffers at the end (they only grow)
 };
 
 struct RoleSummary {
@@ -52,8 +56,34 @@ struct BlockedRank {
   std::string waiting_for;  // e.g. "collective all_reduce #3 on dp: ranks 8, 16 not arrived"
 };
 
+// An allocation that did not fit: the replay stops there, as the training
+// process would with torch.OutOfMemoryError (or an NCCL error when NCCL's own
+// buffers did not fit).
+struct OutOfMemory {
+  Rank rank = 0;      // a representative; folded replays stand for `num_ranks`
+  int num_ranks = 1;  // ranks in the same state (folding)
+  std::int32_t role = 0;
+  std::int32_t op = 0;  // the alloc op, or the communication op whose NCCL buffers failed
+  std::uint16_t stream = 0;
+  SimTime at;
+  bool in_nccl = false;
+  Bytes requested;
+  OomInfo allocator;  // the allocator's view (alloc ops)
+  MemoryUsage usage;  // the rank's memory at the failure
+  Bytes capacity;     // the device's
+};
+
+// A traced rank's memory after an allocator or NCCL event (trace counters).
+struct MemorySample {
+  Rank rank = 0;
+  SimTime at;
+  Bytes allocated;
+  Bytes reserved;
+  Bytes device;
+};
+
 struct ReplayResult {
-  enum class Outcome { kCompleted, kDeadlock };
+  enum class Outcome { kCompleted, kDeadlock, kOutOfMemory };
   Outcome outcome = Outcome::kCompleted;
 
   int world_size = 0;
@@ -67,7 +97,9 @@ struct ReplayResult {
 
   std::vector<RoleSummary> roles;    // index = role index
   std::vector<BlockedRank> blocked;  // non-empty iff kDeadlock
+  std::vector<OutOfMemory> oom;      // one entry iff kOutOfMemory
   std::vector<TraceRecord> trace;    // for ReplayOptions::trace_ranks, sorted by (rank, start, op)
+  std::vector<MemorySample> memory_trace;  // trace ranks, sorted by (rank, time); same-time merged
 };
 
 }  // namespace prism

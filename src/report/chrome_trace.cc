@@ -141,6 +141,17 @@ std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r) 
   EventWriter out;
   append_metadata(g, ranks, &out);
   for (const TraceRecord& rec : r.trace) out.add(trace_event(g, rec));
+  // Memory counters of the same ranks: one track per rank, bytes.
+  for (const MemorySample& m : r.memory_trace) {
+    if (!std::binary_search(ranks.begin(), ranks.end(), m.rank)) continue;
+    out.add(Json{{"name", "memory"},
+                 {"ph", "C"},
+                 {"ts", to_micros(m.at)},
+                 {"pid", m.rank},
+                 {"args", Json{{"allocated", m.allocated.count},
+                               {"reserved", m.reserved.count},
+                               {"device", m.device.count}}}});
+  }
   return std::move(out).finish();
 }
 

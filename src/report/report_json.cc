@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/memory_report.h"
 #include "report/op_label.h"
 
 namespace prism {
@@ -10,7 +11,19 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 std::string_view outcome_name(ReplayResult::Outcome o) {
-  return o == ReplayResult::Outcome::kDeadlock ? "deadlock" : "completed";
+  switch (o) {
+    case ReplayResult::Outcome::kDeadlock:
+      return "deadlock";
+    case ReplayResult::Outcome::kOutOfMemory:
+      return "out_of_memory";
+    case ReplayResult::Outcome::kCompleted:
+      break;
+  }
+  return "completed";
+}
+
+Json mean_max_bytes(Bytes mean, Bytes max) {
+  return Json{{"mean", mean.count}, {"max", max.count}};
 }
 
 Json mean_max_seconds(SimTime mean, SimTime max) {
@@ -25,8 +38,10 @@ Json role_json(const RoleSummary& s) {
   j["exposed_comm_s"] = mean_max_seconds(s.mean.exposed_comm, s.max.exposed_comm);
   j["idle_s"] = mean_max_seconds(s.mean.idle, s.max.idle);
   j["finish_s"] = mean_max_seconds(s.mean.finish, s.max.finish);
-  j["peak_memory_bytes"] =
-      Json{{"mean", s.mean.peak_memory.count}, {"max", s.max.peak_memory.count}};
+  j["peak_allocated_bytes"] = mean_max_bytes(s.mean.peak_allocated, s.max.peak_allocated);
+  j["peak_reserved_bytes"] = mean_max_bytes(s.mean.peak_reserved, s.max.peak_reserved);
+  j["peak_device_bytes"] = mean_max_bytes(s.mean.peak_device, s.max.peak_device);
+  j["nccl_bytes"] = mean_max_bytes(s.mean.nccl, s.max.nccl);
   return j;
 }
 
@@ -65,6 +80,9 @@ std::string format_report_json(const ExecutionGraph& g, const ReplayResult& r) {
   Json blocked = Json::array();
   for (const BlockedRank& b : r.blocked) blocked.push_back(blocked_json(g, b));
   j["blocked"] = std::move(blocked);
+  Json oom = Json::array();
+  for (const OutOfMemory& o : r.oom) oom.push_back(oom_json(g, o));
+  j["out_of_memory"] = std::move(oom);
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

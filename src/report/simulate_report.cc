@@ -50,23 +50,43 @@ std::string format_simulate_text(const SimulateSummary& s) {
   line("kernels:", fmt::format("{} distinct, {} measured{}", s.kernels, s.kernels_measured,
                                s.kernel_db.empty() ? "" : fmt::format(" ({})", s.kernel_db)));
   out += "\n";
-  line("iteration time:", fmt::format("{:.3f} s", seconds(s.iteration_time)));
-  line("tokens/s per GPU:", fmt::format("{:.1f}", s.tokens_per_s_per_gpu));
-  line("TFLOP/s per GPU:", fmt::format("{:.1f} (model FLOPs)", s.model_tflops_per_gpu));
-  line("MFU:", fmt::format("{:.1f}% of {:.1f} TFLOP/s (dense bf16 peak)", 100 * s.mfu,
-                           s.peak_flops / 1e12));
-  line("peak memory:",
-       fmt::format("{:.2f} GiB (max over ranks; allocated bytes)", gib(s.peak_memory)));
-  out += "\nwhere the iteration goes, per role (one representative rank; seconds):\n";
-  fmt::format_to(std::back_inserter(out), "{:<10}{:>7}", "role", "ranks");
-  for (int c = 0; c < kNumTimeCategories; ++c)
-    fmt::format_to(std::back_inserter(out), "{:>10}", to_string(static_cast<TimeCategory>(c)));
-  fmt::format_to(std::back_inserter(out), "{:>12}\n", "peak GiB");
+  if (!s.oom_text.empty()) {
+    line("outcome:", "out of memory (the iteration did not complete)");
+    out += s.oom_text;
+  } else {
+    line("iteration time:", fmt::format("{:.3f} s", seconds(s.iteration_time)));
+    line("tokens/s per GPU:", fmt::format("{:.1f}", s.tokens_per_s_per_gpu));
+    line("TFLOP/s per GPU:", fmt::format("{:.1f} (model FLOPs)", s.model_tflops_per_gpu));
+    line("MFU:", fmt::format("{:.1f}% of {:.1f} TFLOP/s (dense bf16 peak)", 100 * s.mfu,
+                             s.peak_flops / 1e12));
+  }
+  line("peak memory:", fmt::format("{:.2f} GiB of {:.2f} GiB per GPU (max over ranks)",
+                                   gib(s.peak_device), gib(s.capacity)));
+  line("", fmt::format("{:.2f} GiB allocated, {:.2f} GiB reserved by PyTorch, {:.2f} GiB NCCL, "
+                       "{:.2f} GiB CUDA context",
+                       gib(s.peak_allocated), gib(s.peak_reserved), gib(s.nccl), gib(s.context)));
+  line("allocator:", s.alloc_conf.empty() ? std::string("PyTorch defaults")
+                                          : "PYTORCH_CUDA_ALLOC_CONF=" + s.alloc_conf);
+  if (s.oom_text.empty()) {
+    out += "\nwhere the iteration goes, per role (one representative rank; seconds):\n";
+    fmt::format_to(std::back_inserter(out), "{:<10}{:>7}", "role", "ranks");
+    for (int c = 0; c < kNumTimeCategories; ++c)
+      fmt::format_to(std::back_inserter(out), "{:>10}", to_string(static_cast<TimeCategory>(c)));
+    out += "\n";
+    for (const SimulateRole& r : s.roles) {
+      fmt::format_to(std::back_inserter(out), "{:<10}{:>7}", r.name, r.num_ranks);
+      for (SimTime t : r.breakdown.time)
+        fmt::format_to(std::back_inserter(out), "{:>10.3f}", seconds(t));
+      out += "\n";
+    }
+  }
+  out += "\nmemory per role (GiB; peaks, max over the role's ranks):\n";
+  fmt::format_to(std::back_inserter(out), "{:<10}{:>13}{:>11}{:>10}{:>8}{:>9}\n", "role",
+                 "model state", "allocated", "reserved", "NCCL", "device");
   for (const SimulateRole& r : s.roles) {
-    fmt::format_to(std::back_inserter(out), "{:<10}{:>7}", r.name, r.num_ranks);
-    for (SimTime t : r.breakdown.time)
-      fmt::format_to(std::back_inserter(out), "{:>10.3f}", seconds(t));
-    fmt::format_to(std::back_inserter(out), "{:>12.2f}\n", gib(r.peak_memory));
+    fmt::format_to(std::back_inserter(out), "{:<10}{:>13.2f}{:>11.2f}{:>10.2f}{:>8.2f}{:>9.2f}\n",
+                   r.name, gib(r.model_state_bytes), gib(r.peak_allocated), gib(r.peak_reserved),
+                   gib(r.nccl), gib(r.peak_device));
   }
   out += fmt::format("\nreplay: {} of {} ranks simulated{}, {} op events\n", s.simulated_ranks,
                      s.num_gpus, s.folded ? " (folded)" : "", s.op_events);
@@ -93,12 +113,26 @@ std::string format_simulate_json(const SimulateSummary& s) {
   j["parameters"] = s.parameters;
   j["active_parameters"] = s.active_parameters;
   j["model_flops_per_iteration"] = s.model_flops;
-  j["iteration_time_s"] = seconds(s.iteration_time);
-  j["tokens_per_s_per_gpu"] = s.tokens_per_s_per_gpu;
-  j["model_tflops_per_gpu"] = s.model_tflops_per_gpu;
-  j["mfu"] = s.mfu;
+  j["outcome"] = s.oom_text.empty() ? "completed" : "out_of_memory";
+  if (!s.oom_text.empty()) j["out_of_memory"] = s.oom;
+  if (s.oom_text.empty()) {
+    j["iteration_time_s"] = seconds(s.iteration_time);
+    j["tokens_per_s_per_gpu"] = s.tokens_per_s_per_gpu;
+    j["model_tflops_per_gpu"] = s.model_tflops_per_gpu;
+    j["mfu"] = s.mfu;
+  } else {  // the iteration did not complete: no times to report
+    for (const char* k :
+         {"iteration_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu"})
+      j[k] = nullptr;
+  }
   j["peak_flops_per_gpu"] = s.peak_flops;
-  j["peak_memory_bytes"] = s.peak_memory.count;
+  j["memory"] = Json{{"capacity_bytes", s.capacity.count},
+                     {"context_bytes", s.context.count},
+                     {"alloc_conf", s.alloc_conf},
+                     {"peak_allocated_bytes", s.peak_allocated.count},
+                     {"peak_reserved_bytes", s.peak_reserved.count},
+                     {"peak_device_bytes", s.peak_device.count},
+                     {"nccl_bytes", s.nccl.count}};
   j["kernels"] =
       Json{{"distinct", s.kernels}, {"measured", s.kernels_measured}, {"database", s.kernel_db}};
   Json roles = Json::array();
@@ -111,11 +145,14 @@ std::string format_simulate_json(const SimulateSummary& s) {
     jr["parameters"] = r.parameters;
     jr["activation_bytes_per_layer"] = r.activation_bytes_per_layer.count;
     jr["model_state_bytes"] = r.model_state_bytes.count;
-    jr["peak_memory_bytes"] = r.peak_memory.count;
+    jr["peak_allocated_bytes"] = r.peak_allocated.count;
+    jr["peak_reserved_bytes"] = r.peak_reserved.count;
+    jr["nccl_bytes"] = r.nccl.count;
+    jr["peak_device_bytes"] = r.peak_device.count;
     Json b;
     for (int c = 0; c < kNumTimeCategories; ++c)
       b[std::string(to_string(static_cast<TimeCategory>(c))) + "_s"] = seconds(r.breakdown.time[c]);
-    jr["breakdown"] = std::move(b);
+    jr["breakdown"] = s.oom_text.empty() ? std::move(b) : Json(nullptr);
     roles.push_back(std::move(jr));
   }
   j["roles"] = std::move(roles);

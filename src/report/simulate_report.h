@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "report/breakdown.h"
 #include "util/units.h"
 
@@ -20,7 +22,8 @@ struct SimulateRole {
   std::int64_t parameters = 0;  // per rank
   Bytes activation_bytes_per_layer;
   Bytes model_state_bytes;
-  Bytes peak_memory;  // max over the role's ranks
+  // Peaks, max over the role's ranks (replay/result.h RankTimes).
+  Bytes peak_allocated, peak_reserved, peak_device, nccl;
   Breakdown breakdown;
 };
 
@@ -38,7 +41,14 @@ struct SimulateSummary {
   double model_flops = 0;  // per iteration
   SimTime iteration_time;
   double tokens_per_s_per_gpu = 0, model_tflops_per_gpu = 0, mfu = 0;
-  Bytes peak_memory;  // max over ranks
+  // Peaks, max over ranks; the device's capacity and CUDA context.
+  Bytes peak_allocated, peak_reserved, peak_device, nccl;
+  Bytes capacity, context;
+  std::string alloc_conf;  // PYTORCH_CUDA_ALLOC_CONF in effect ("" = defaults)
+  // Set when a rank ran out of memory: the iteration did not complete, and
+  // its times are not reported.
+  std::string oom_text;
+  nlohmann::ordered_json oom;
   std::int64_t kernels = 0, kernels_measured = 0;
   std::string kernel_db;  // databases used, or empty
   bool folded = false;

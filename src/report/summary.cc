@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "report/memory_report.h"
 #include "report/op_label.h"
 
 namespace prism {
@@ -54,6 +55,11 @@ void append_header(const ExecutionGraph& g, const ReplayResult& r, std::string* 
                fmt::format("{}: {} of {} ranks simulated, {}", r.folded ? "folded" : "unfolded",
                            r.simulated_ranks, r.world_size,
                            plural(static_cast<std::int64_t>(r.op_events), "op event")));
+  if (r.outcome == ReplayResult::Outcome::kOutOfMemory) {
+    append_field(out, "outcome", "out of memory (the replay stopped there)");
+    append_field(out, "stopped at", format_ms(r.oom.front().at));
+    return;
+  }
   if (r.outcome == ReplayResult::Outcome::kDeadlock) {
     append_field(out, "outcome",
                  fmt::format("deadlock ({} blocked)", plural(blocked_rank_count(r), "rank")));
@@ -69,13 +75,14 @@ void append_header(const ExecutionGraph& g, const ReplayResult& r, std::string* 
 
 // Columns are as wide as their widest cell, so large jobs stay aligned.
 void append_role_table(const ReplayResult& r, std::string* out) {
-  using Row = std::array<std::string, 6>;
-  std::vector<Row> rows = {
-      {"role", "ranks", "compute_ms", "exposed_comm_ms", "idle_ms", "peak_mem_GiB"}};
+  using Row = std::array<std::string, 8>;
+  std::vector<Row> rows = {{"role", "ranks", "compute_ms", "exposed_comm_ms", "idle_ms",
+                            "allocated_GiB", "reserved_GiB", "device_GiB"}};
+  auto gib3 = [](Bytes b) { return fmt::format("{:.3f}", b.gib()); };
   for (const RoleSummary& s : r.roles) {
     rows.push_back({s.name, std::to_string(s.num_ranks), ms3(s.mean.compute),
-                    ms3(s.mean.exposed_comm), ms3(s.mean.idle),
-                    fmt::format("{:.3f}", s.max.peak_memory.gib())});
+                    ms3(s.mean.exposed_comm), ms3(s.mean.idle), gib3(s.max.peak_allocated),
+                    gib3(s.max.peak_reserved), gib3(s.max.peak_device)});
   }
   const std::size_t cols = rows[0].size();
   std::vector<std::size_t> width(cols, 0);
@@ -87,7 +94,9 @@ void append_role_table(const ReplayResult& r, std::string* out) {
     for (std::size_t c = 1; c < cols; ++c) line += fmt::format("  {:>{}}", row[c], width[c]);
     out->append(line).append("\n");
   }
-  out->append("(times: mean over the role's ranks; peak memory: max)\n");
+  out->append(
+      "(times: mean over the role's ranks; memory: peaks, max over the role's ranks; device = "
+      "reserved + NCCL + context)\n");
 }
 
 // A deadlock of thousands of ranks would bury the table: the summary shows
@@ -120,6 +129,10 @@ std::string format_summary(const ExecutionGraph& g, const ReplayResult& r) {
   out.push_back('\n');
   append_role_table(r, &out);
   if (r.outcome == ReplayResult::Outcome::kDeadlock) append_blocked(g, r, &out);
+  if (r.outcome == ReplayResult::Outcome::kOutOfMemory) {
+    out += '\n';
+    out += format_oom_text(g, r.oom.front());
+  }
   return out;
 }
 

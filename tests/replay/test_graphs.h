@@ -61,7 +61,7 @@ inline AlphaBetaParams unit_network(std::int64_t alpha = 0) {
 inline ReplayResult run_over(NetworkModel& network, const ExecutionGraph& g, bool fold,
                              std::vector<Rank> trace) {
   RooflineModel compute;
-  CountingMemoryModel memory;
+  AllocatorMemoryModel memory(DeviceMemoryOptions{});
   ReplayOptions opts;
   opts.fold = fold;
   opts.trace_ranks = std::move(trace);
@@ -78,7 +78,8 @@ inline ReplayResult run(const ExecutionGraph& g, bool fold = true, std::vector<R
 
 inline bool same_times(const RankTimes& a, const RankTimes& b) {
   return a.compute == b.compute && a.exposed_comm == b.exposed_comm && a.idle == b.idle &&
-         a.finish == b.finish && a.peak_memory == b.peak_memory;
+         a.finish == b.finish && a.peak_allocated == b.peak_allocated &&
+         a.peak_reserved == b.peak_reserved && a.peak_device == b.peak_device && a.nccl == b.nccl;
 }
 
 }  // namespace prism::testing

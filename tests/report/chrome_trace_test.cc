@@ -119,6 +119,21 @@ TEST(ChromeTraceTest, OneEventPerLineAndDeterministic) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 12 + 8 + 3);
 }
 
+TEST(ChromeTraceTest, MemoryIsACounterTrackPerTracedRank) {
+  ReplayResult r = traced_result();
+  r.memory_trace = {
+      MemorySample{1, SimTime{1000}, Bytes{4096}, Bytes{2 << 20}, Bytes{3 << 20}},
+      MemorySample{1, SimTime{1000}, Bytes{0}, Bytes{2 << 20}, Bytes{3 << 20}},
+      MemorySample{3, SimTime{5}, Bytes{1}, Bytes{1}, Bytes{1}},  // not a traced rank
+  };
+  const Json t = Json::parse(format_chrome_trace(make_report_graph(), r));
+  const std::vector<Json> counters = events_with(t, "C");
+  ASSERT_EQ(counters.size(), 2u);
+  EXPECT_EQ(counters[0], Json::parse(R"j({"name": "memory", "ph": "C", "ts": 1.0, "pid": 1,
+      "args": {"allocated": 4096, "reserved": 2097152, "device": 3145728}})j"));
+  EXPECT_EQ(counters[1]["args"]["allocated"], 0);
+}
+
 TEST(ChromeTraceTest, EmptyTraceIsValid) {
   const Json t = Json::parse(format_chrome_trace(make_report_graph(), make_completed_result()));
   EXPECT_TRUE(t["traceEvents"].empty());

@@ -83,10 +83,18 @@ inline ExecutionGraph make_report_graph() {
   return g;
 }
 
+// Memory: `peak_bytes` allocated, reserved 2 MiB more, device 1 GiB more of
+// which 256 MiB is NCCL.
 inline RankTimes times(std::int64_t compute_ns, std::int64_t comm_ns, std::int64_t idle_ns,
                        std::int64_t finish_ns, std::int64_t peak_bytes) {
-  return RankTimes{SimTime{compute_ns}, SimTime{comm_ns}, SimTime{idle_ns}, SimTime{finish_ns},
-                   Bytes{peak_bytes}};
+  return RankTimes{SimTime{compute_ns},
+                   SimTime{comm_ns},
+                   SimTime{idle_ns},
+                   SimTime{finish_ns},
+                   Bytes{peak_bytes},
+                   Bytes{peak_bytes + (2 << 20)},
+                   Bytes{peak_bytes + (2 << 20) + kGiB},
+                   Bytes{256 << 20}};
 }
 
 inline ReplayResult make_completed_result() {
@@ -117,6 +125,28 @@ inline ReplayResult make_deadlock_result() {
       BlockedRank{0, 2, 0, kTpAllReduce, 1, "collective all_reduce #0 on tp: rank 9 not arrived"},
       BlockedRank{2, 1, 1, 0, 1, "recv from rank 0 tag 7: no matching send"},
   };
+  return r;
+}
+
+// Rank 2 (role 1, two ranks alike) fails a 3 GiB alloc at 1 ms with 78 GiB
+// reserved (77 allocated), 0.5 GiB NCCL and 0.5 GiB context on 80 GiB.
+inline ReplayResult make_oom_result() {
+  ReplayResult r = make_completed_result();
+  r.outcome = ReplayResult::Outcome::kOutOfMemory;
+  OutOfMemory o;
+  o.rank = 2;
+  o.num_ranks = 2;
+  o.role = 1;
+  o.op = 1;
+  o.stream = 0;
+  o.at = SimTime{1'000'000};
+  o.requested = Bytes{3 * kGiB};
+  o.allocator.requested = 3 * kGiB;
+  o.allocator.rounded = 3 * kGiB;
+  o.allocator.alloc_size = 3 * kGiB;
+  o.usage = MemoryUsage{Bytes{77 * kGiB}, Bytes{78 * kGiB}, Bytes{kGiB / 2}, Bytes{kGiB / 2}};
+  o.capacity = Bytes{80 * kGiB};
+  r.oom = {o};
   return r;
 }
 

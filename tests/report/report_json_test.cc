@@ -15,6 +15,7 @@ using Json = nlohmann::ordered_json;
 using testing::kGiB;
 using testing::make_completed_result;
 using testing::make_deadlock_result;
+using testing::make_oom_result;
 using testing::make_report_graph;
 
 TEST(ReportJsonTest, TopLevelFieldsInAFixedOrder) {
@@ -27,7 +28,7 @@ TEST(ReportJsonTest, TopLevelFieldsInAFixedOrder) {
   EXPECT_EQ(keys, (std::vector<std::string>{"format_version", "graph", "world_size", "outcome",
                                             "folded", "simulated_ranks", "op_events", "makespan_s",
                                             "iteration_time_s", "iteration_times_s", "roles",
-                                            "blocked"}));
+                                            "blocked", "out_of_memory"}));
   EXPECT_EQ(j["format_version"], kReportFormatVersion);
   EXPECT_EQ(j["graph"], "tiny");
   EXPECT_EQ(j["world_size"], 4);
@@ -57,14 +58,36 @@ TEST(ReportJsonTest, RolesHaveMeanAndMax) {
   EXPECT_EQ(s0["exposed_comm_s"]["max"].get<double>(), 0.001);
   EXPECT_EQ(s0["idle_s"]["mean"].get<double>(), 0.001345678);
   EXPECT_EQ(s0["finish_s"]["max"].get<double>(), 0.012345678);
-  EXPECT_EQ(s0["peak_memory_bytes"]["max"], 3 * kGiB / 2);
+  EXPECT_EQ(s0["peak_allocated_bytes"]["max"], 3 * kGiB / 2);
+  EXPECT_EQ(s0["peak_reserved_bytes"]["max"], 3 * kGiB / 2 + (2 << 20));
+  EXPECT_EQ(s0["peak_device_bytes"]["max"], 5 * kGiB / 2 + (2 << 20));
+  EXPECT_EQ(s0["nccl_bytes"]["mean"], 256 << 20);
   const Json& s1 = j["roles"][1];
   EXPECT_EQ(s1["name"], "stage_one_long");
   EXPECT_EQ(s1["compute_s"]["mean"].get<double>(), 2e-6);
   EXPECT_EQ(s1["compute_s"]["max"].get<double>(), 501e-9);
   EXPECT_EQ(s1["finish_s"]["mean"].get<double>(), 0.012);
-  EXPECT_EQ(s1["peak_memory_bytes"]["mean"], 1234);
-  EXPECT_EQ(s1["peak_memory_bytes"]["max"], 2048);
+  EXPECT_EQ(s1["peak_allocated_bytes"]["mean"], 1234);
+  EXPECT_EQ(s1["peak_allocated_bytes"]["max"], 2048);
+}
+
+TEST(ReportJsonTest, OutOfMemoryNamesRankOpAndState) {
+  const Json j = Json::parse(format_report_json(make_report_graph(), make_oom_result()));
+  EXPECT_EQ(j["outcome"], "out_of_memory");
+  ASSERT_EQ(j["out_of_memory"].size(), 1u);
+  const Json& o = j["out_of_memory"][0];
+  EXPECT_EQ(o["rank"], 2);
+  EXPECT_EQ(o["num_ranks"], 2);
+  EXPECT_EQ(o["role"], "stage_one_long");
+  EXPECT_EQ(o["op"], 1);
+  EXPECT_EQ(o["stream"], "compute");
+  EXPECT_EQ(o["in_nccl"], false);
+  EXPECT_EQ(o["requested_bytes"], 3 * kGiB);
+  EXPECT_EQ(o["segment_bytes"], 3 * kGiB);
+  EXPECT_EQ(o["capacity_bytes"], 80 * kGiB);
+  EXPECT_EQ(o["reserved_bytes"], 78 * kGiB);
+  EXPECT_EQ(o["nccl_bytes"], kGiB / 2);
+  EXPECT_TRUE(j["blocked"].empty());
 }
 
 TEST(ReportJsonTest, DeadlockListsBlockedRanks) {

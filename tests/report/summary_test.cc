@@ -1,5 +1,6 @@
 #include "report/summary.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "report_fixtures.h"
@@ -7,22 +8,29 @@
 namespace prism {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::make_completed_result;
 using testing::make_deadlock_result;
+using testing::make_oom_result;
 using testing::make_report_graph;
 
 TEST(SummaryTest, CompletedReplay) {
-  EXPECT_EQ(format_summary(make_report_graph(), make_completed_result()),
-            "graph:           tiny (4 ranks, 2 roles)\n"
-            "replay:          folded: 2 of 4 ranks simulated, 9 op events\n"
-            "outcome:         completed\n"
-            "iteration time:  12.346 ms  (1 iteration)\n"
-            "makespan:        12.346 ms\n"
-            "\n"
-            "role            ranks  compute_ms  exposed_comm_ms  idle_ms  peak_mem_GiB\n"
-            "stage0              2      10.000            1.000    1.346         1.500\n"
-            "stage_one_long      2       0.002            0.000   12.345         0.000\n"
-            "(times: mean over the role's ranks; peak memory: max)\n");
+  EXPECT_EQ(
+      format_summary(make_report_graph(), make_completed_result()),
+      "graph:           tiny (4 ranks, 2 roles)\n"
+      "replay:          folded: 2 of 4 ranks simulated, 9 op events\n"
+      "outcome:         completed\n"
+      "iteration time:  12.346 ms  (1 iteration)\n"
+      "makespan:        12.346 ms\n"
+      "\n"
+      "role            ranks  compute_ms  exposed_comm_ms  idle_ms  allocated_GiB  reserved_GiB  "
+      "device_GiB\n"
+      "stage0              2      10.000            1.000    1.346          1.500         1.502    "
+      "   2.502\n"
+      "stage_one_long      2       0.002            0.000   12.345          0.000         0.002    "
+      "   1.002\n"
+      "(times: mean over the role's ranks; memory: peaks, max over the role's ranks; device = "
+      "reserved + NCCL + context)\n");
 }
 
 TEST(SummaryTest, ColumnsWidenForLargeValues) {
@@ -31,11 +39,13 @@ TEST(SummaryTest, ColumnsWidenForLargeValues) {
   r.roles[0].mean.idle = SimTime{12'345'678'901};          // 12345.679 ms
   r.roles[1].mean.exposed_comm = SimTime{98'765'432'109};  // 98765.432 ms
   const std::string text = format_summary(make_report_graph(), r);
-  EXPECT_NE(
-      text.find("role            ranks  compute_ms  exposed_comm_ms    idle_ms  peak_mem_GiB\n"
-                "stage0          16384      10.000            1.000  12345.679         1.500\n"
-                "stage_one_long      2       0.002        98765.432     12.345         0.000\n"),
-      std::string::npos)
+  EXPECT_NE(text.find("role            ranks  compute_ms  exposed_comm_ms    idle_ms  "
+                      "allocated_GiB  reserved_GiB  device_GiB\n"
+                      "stage0          16384      10.000            1.000  12345.679          "
+                      "1.500         1.502       2.502\n"
+                      "stage_one_long      2       0.002        98765.432     12.345          "
+                      "0.000         0.002       1.002\n"),
+            std::string::npos)
       << text;
 }
 
@@ -71,22 +81,40 @@ TEST(SummaryTest, LongDeadlockListsAreCutAndRanksCountedOnce) {
 }
 
 TEST(SummaryTest, DeadlockListsEveryBlockedRank) {
-  EXPECT_EQ(format_summary(make_report_graph(), make_deadlock_result()),
-            "graph:           tiny (4 ranks, 2 roles)\n"
-            "replay:          folded: 2 of 4 ranks simulated, 9 op events\n"
-            "outcome:         deadlock (3 ranks blocked)\n"
-            "stalled at:      1.500 ms\n"
-            "\n"
-            "role            ranks  compute_ms  exposed_comm_ms  idle_ms  peak_mem_GiB\n"
-            "stage0              2      10.000            1.000    1.346         1.500\n"
-            "stage_one_long      2       0.002            0.000   12.345         0.000\n"
-            "(times: mean over the role's ranks; peak memory: max)\n"
-            "\n"
-            "blocked ranks:\n"
-            "  rank 0 (role stage0; 2 ranks in this state): op 2 (all_reduce) on stream comm: "
-            "collective all_reduce #0 on tp: rank 9 not arrived\n"
-            "  rank 2 (role stage_one_long): op 0 (recv) on stream comm: recv from rank 0 tag 7: "
-            "no matching send\n");
+  EXPECT_EQ(
+      format_summary(make_report_graph(), make_deadlock_result()),
+      "graph:           tiny (4 ranks, 2 roles)\n"
+      "replay:          folded: 2 of 4 ranks simulated, 9 op events\n"
+      "outcome:         deadlock (3 ranks blocked)\n"
+      "stalled at:      1.500 ms\n"
+      "\n"
+      "role            ranks  compute_ms  exposed_comm_ms  idle_ms  allocated_GiB  reserved_GiB  "
+      "device_GiB\n"
+      "stage0              2      10.000            1.000    1.346          1.500         1.502    "
+      "   2.502\n"
+      "stage_one_long      2       0.002            0.000   12.345          0.000         0.002    "
+      "   1.002\n"
+      "(times: mean over the role's ranks; memory: peaks, max over the role's ranks; device = "
+      "reserved + NCCL + context)\n"
+      "\n"
+      "blocked ranks:\n"
+      "  rank 0 (role stage0; 2 ranks in this state): op 2 (all_reduce) on stream comm: "
+      "collective all_reduce #0 on tp: rank 9 not arrived\n"
+      "  rank 2 (role stage_one_long): op 0 (recv) on stream comm: recv from rank 0 tag 7: "
+      "no matching send\n");
+}
+
+TEST(SummaryTest, OutOfMemoryNamesTheRankAndTheMemory) {
+  const std::string text = format_summary(make_report_graph(), make_oom_result());
+  EXPECT_THAT(text, HasSubstr("outcome:         out of memory (the replay stopped there)\n"
+                              "stopped at:      1.000 ms\n"));
+  EXPECT_THAT(text, HasSubstr("\nout of memory on rank 2 (role stage_one_long, and 1 more rank in "
+                              "the same state) at 1.000 ms, op 1 'compute' on stream 'compute':\n"
+                              "  Tried to allocate 3.00 GiB (3221225472 bytes; 3221225472 bytes in "
+                              "the allocator's 3072 MiB segment).\n"
+                              "  The GPU has a total capacity of 80.00 GiB of which 1.00 GiB is "
+                              "free. In use: 78.00 GiB reserved by PyTorch (77.00 GiB allocated), "
+                              "0.50 GiB NCCL, 0.50 GiB CUDA context.\n"));
 }
 
 TEST(SummaryTest, SingleRankGraphUsesSingularWords) {
