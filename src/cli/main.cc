@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/collective_command.h"
+#include "cli/memory_command.h"
 #include "cli/replay_command.h"
 #include "cli/simulate_command.h"
 #include "cli/validate_command.h"
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   const prism::ValidateCommand validate(app);
   const prism::SimulateCommand simulate(app);
   const prism::BuildCommand build(app);
+  const prism::MemoryCommand memory(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -66,6 +68,7 @@ int main(int argc, char** argv) {
     if (collective.selected()) return finish(collective.run());
     if (simulate.selected()) return finish(simulate.run());
     if (build.selected()) return finish(build.run());
+    if (memory.selected()) return finish(memory.run());
   } catch (const std::exception& e) {  // e.g. out of memory: still one error line
     return fail(e.what());
   }

@@ -165,6 +165,7 @@ const std::string kGpt = "examples/graphs/gpt_tp2_pp2_dp2.json";
 const std::string kDeadlock = "examples/graphs/deadlock.json";
 const std::string kOversubscribed = "tests/cli/data/cluster_oversubscribed.yaml";
 const std::string kJob = "tests/cli/data/job_small.yaml";
+const std::string kMemData = "tests/mem/data/";
 
 std::vector<Case> cases() {
   return {
@@ -287,6 +288,21 @@ std::vector<Case> cases() {
         "{tmp}/report.json"},
        {"report.json"}},
       {"build_small", {"build", kJob, "--no-kernel-db", "-o", "{tmp}/graph.json"}},
+      // Memory: allocator settings, and out of memory as an outcome (exit 4).
+      {"simulate_small_expandable",
+       {"simulate", kJob, "--no-kernel-db", "--alloc-conf", "expandable_segments:True"}},
+      {"simulate_small_oom",
+       {"simulate", kJob, "--no-kernel-db", "--memory-fraction", "0.005", "--report",
+        "{tmp}/report.json"},
+       {"report.json"}},
+      {"replay_gpt_oom",
+       {"replay", kGpt, "--memory-fraction", "0.01", "--report", "{tmp}/report.json"},
+       {"report.json"}},
+      {"error_simulate_alloc_conf", {"simulate", kJob, "--alloc-conf", "max_split_size_mb:16"}},
+      {"error_simulate_alloc_conf_backend",
+       {"simulate", kJob, "--alloc-conf", "backend:cudaMallocAsync"}},
+      {"error_replay_memory_fraction", {"replay", kGpt, "--memory-fraction", "1.5"}},
+      {"error_replay_memory_fraction_zero", {"replay", kGpt, "--memory-fraction", "0"}},
       {"error_simulate_missing_job_argument", {"simulate"}},
       {"error_simulate_missing_file", {"simulate", "tests/cli/data/no_such_job.yaml"}},
       {"error_simulate_directory", {"simulate", "tests/cli/data"}},
@@ -336,6 +352,40 @@ std::vector<Case> cases() {
        {"build", "tests/cli/data/job_malformed.yaml", "-o", "{tmp}/graph.json"}},
       {"error_build_heads_not_divisible_by_tp",
        {"build", "tests/cli/data/job_heads_tp.yaml", "-o", "{tmp}/graph.json"}},
+      // Memory histories (tests/mem/data/make_snapshots.py): 0 when the model
+      // reproduces the recording, 5 when it diverges.
+      {"memory_help", {"memory", "--help"}},
+      {"memory_replay_help", {"memory", "replay", "--help"}},
+      {"memory_replay_basic", {"memory", "replay", kMemData + "basic.json", "--strict"}},
+      {"memory_replay_record_stream_report",
+       {"memory", "replay", kMemData + "record_stream.json", "--report", "{tmp}/report.json"},
+       {"report.json"}},
+      {"memory_replay_expandable", {"memory", "replay", kMemData + "expandable.json"}},
+      {"memory_replay_max_split", {"memory", "replay", kMemData + "max_split.json"}},
+      {"memory_replay_diverging", {"memory", "replay", kMemData + "diverging.json"}},
+      {"memory_replay_wrong_alloc_conf",
+       {"memory", "replay", kMemData + "max_split.json", "--alloc-conf", "max_split_size_mb:200",
+        "--report", "{tmp}/report.json"},
+       {"report.json"}},
+      {"memory_replay_settings_misfit",
+       {"memory", "replay", kMemData + "basic.json", "--alloc-conf", "roundup_power2_divisions:2"}},
+      {"memory_replay_small_capacity",
+       {"memory", "replay", kMemData + "basic.json", "--capacity-gib", "0.04"}},
+      {"error_memory_no_subcommand", {"memory"}},
+      {"error_memory_replay_missing_argument", {"memory", "replay"}},
+      {"error_memory_replay_missing_file", {"memory", "replay", kMemData + "no_such.json"}},
+      {"error_memory_replay_malformed_json", {"memory", "replay", "tests/cli/data/malformed.json"}},
+      {"error_memory_replay_pickle", {"memory", "replay", "tests/cli/data/memory_snapshot.pickle"}},
+      {"error_memory_replay_late_start",
+       {"memory", "replay", "tests/cli/data/memory_late_start.json"}},
+      {"error_memory_replay_alloc_conf",
+       {"memory", "replay", kMemData + "basic.json", "--alloc-conf", "max_split_size_mb:10"}},
+      {"error_memory_replay_capacity",
+       {"memory", "replay", kMemData + "basic.json", "--capacity-gib", "-1"}},
+      {"error_memory_replay_report_overwrites_snapshot",
+       {"memory", "replay", "{tmp}/s.json", "--report", "{tmp}/./s.json"},
+       {},
+       {{kMemData + "basic.json", "s.json"}}},
   };
 }
 
