@@ -10,7 +10,7 @@ dicts, lists, ints, floats and strings:
      "allocator_settings": {...}}   # recent PyTorch versions
 
 This script keeps one device's history without its stack frames and writes
-the JSON that `prism memory replay` reads (docs/memory_snapshot_notes.md):
+the JSON that `prism memory replay` reads (docs/memory.md):
 
     {"format": "prism-memory-trace", "version": 1, "source": "x.pickle",
      "device": 0, "device_total_memory": N (with --device-memory N),

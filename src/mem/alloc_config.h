@@ -6,7 +6,7 @@
 // pinned_use_background_threads, release_lock_on_cudamalloc, and the _hip
 // spellings) are checked as PyTorch checks them, then ignored;
 // backend:native is the only backend (cudaMallocAsync is refused).
-// docs/memory.md (docs/memory_allocator_notes.md) lists every rule.
+// docs/memory.md lists every rule.
 #pragma once
 
 #include <array>

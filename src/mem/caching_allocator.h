@@ -15,8 +15,7 @@
 //   - expandable segments (map / unmap of 2 MiB or 20 MiB pages);
 //   - record-stream frees: allocated bytes drop when the block is freed, the
 //     block returns to the pool when the streams that used it are done.
-// docs/memory.md names the PyTorch version followed and every constant
-// (docs/memory_allocator_notes.md until it is merged there).
+// docs/memory.md names the PyTorch version followed and every constant.
 //
 // Sizes are bytes in int64. Streams are opaque ids: the block belongs to the
 // stream it was allocated on and is reused only by that stream.

@@ -1,6 +1,6 @@
 // CachingAllocator::Impl: DeviceCachingAllocator of PyTorch's
 // c10/cuda/CUDACachingAllocator.cpp (commit 001074d2, see
-// docs/memory_allocator_notes.md), one function here per function there,
+// docs/memory.md), one function here per function there,
 // with the same names. Internal to src/mem.
 //
 // Blocks live in one vector and refer to each other by index (prev/next

@@ -1,6 +1,6 @@
 // MemoryTrace: one device's PyTorch CUDA memory history, as
 // scripts/memory_snapshot_to_json.py converts the pickle that
-// torch.cuda.memory._dump_snapshot() writes (docs/memory_snapshot_notes.md):
+// torch.cuda.memory._dump_snapshot() writes (docs/memory.md):
 //
 //   {"format": "prism-memory-trace", "version": 1, "device": 0,
 //    "device_total_memory": bytes (optional),

@@ -14,7 +14,7 @@
 // (for an oom: action, size and stream).
 //
 // The recorded peaks come from the trace alone (mem/trace_ledger.h); the
-// modelled ones from the allocator's statistics. docs/memory_snapshot_notes.md
+// modelled ones from the allocator's statistics. docs/memory.md
 // says exactly what is compared.
 #pragma once
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -63,38 +64,8 @@ void TraceReplayer::RecordedDevice::free(std::uint64_t /*addr*/, std::int64_t si
 }
 
 std::uint64_t TraceReplayer::RecordedDevice::reserve(std::int64_t size) {
-  // A new expandable segment maps its first pages at its base: the base is
-  // the first segment_map of the malloc's stream and pool that no live
-  // segment explains (it may come after releases, or in a later malloc when
-  // this one fails). A live expandable segment maps its next pages at or
-  // below the end of its mapped range, so whatever the size of its
-  // reservation (1 1/8 of the GPU's memory in torch), a map past that end
-  // starts another segment.
-  if (!r_->divergence_) {
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> taken;  // [first, last]
-    for (const SegmentInfo& seg : r_->allocator_.segments()) {
-      std::uint64_t end = seg.addr;
-      for (const SegmentInfo::Block& b : seg.blocks)
-        if (b.state != SegmentInfo::Block::State::kUnmapped)
-          end = b.addr + static_cast<std::uint64_t>(b.size);
-      // Pages map at `end` too, unless the reservation ends there.
-      const bool grows = seg.expandable && end < seg.addr + static_cast<std::uint64_t>(seg.size);
-      taken.emplace_back(seg.addr, grows ? end : end - 1);
-    }
-    const auto outside = [&](std::uint64_t addr) {
-      return std::none_of(taken.begin(), taken.end(),
-                          [&](const auto& t) { return addr >= t.first && addr <= t.second; });
-    };
-    for (std::size_t i = r_->next_; i < r_->size(); ++i) {
-      const AllocatorEvent& e = r_->expected(i);
-      // Small-pool pages are 2 MiB, large-pool pages 20 MiB.
-      const bool small_map = e.size % kLargeBuffer != 0;
-      if (e.action == Action::kSegmentMap && e.stream == r_->request_stream_ &&
-          small_map == r_->request_small_ && outside(e.addr))
-        return e.addr;
-    }
-  }
-  return unrecorded(size);
+  const std::optional<std::uint64_t> base = r_->fresh_segment_base();
+  return base ? *base : unrecorded(size);
 }
 
 bool TraceReplayer::RecordedDevice::map(std::int64_t size) {
@@ -151,6 +122,53 @@ Status TraceReplayer::run() {
 
 const AllocatorEvent* TraceReplayer::peek() const {
   return divergence_ || next_ >= size() ? nullptr : &expected(next_);
+}
+
+std::optional<std::uint64_t> TraceReplayer::fresh_segment_base() const {
+  // A new expandable segment maps its first pages at its base, now or (when
+  // this malloc fails) in a later one: the first segment_map of the malloc's
+  // stream and pool that no live segment explains. A live segment maps its
+  // next pages in its gaps or at the end of its mapped pages, so following
+  // the maps and unmaps ahead tells which are its own, whatever the size of
+  // its reservation (1 1/8 of the GPU's memory in torch).
+  if (divergence_) return std::nullopt;
+  struct Live {
+    std::uint64_t base;
+    std::uint64_t limit;                           // end of the reservation
+    std::map<std::uint64_t, std::uint64_t> pages;  // mapped ranges, start -> end
+    std::uint64_t mapped_end() const { return pages.empty() ? base : pages.rbegin()->second; }
+  };
+  std::vector<Live> live;
+  for (const SegmentInfo& seg : allocator_.segments()) {
+    if (!seg.expandable || seg.stream != request_stream_ || seg.small_pool != request_small_)
+      continue;
+    Live l{seg.addr, seg.addr + static_cast<std::uint64_t>(seg.size), {}};
+    for (const SegmentInfo::Block& b : seg.blocks)
+      if (b.state != SegmentInfo::Block::State::kUnmapped)
+        l.pages[b.addr] = b.addr + static_cast<std::uint64_t>(b.size);
+    live.push_back(std::move(l));
+  }
+  for (std::size_t i = next_; i < size(); ++i) {
+    const AllocatorEvent& e = expected(i);
+    if (e.stream != request_stream_) continue;
+    const std::uint64_t end = e.addr + static_cast<std::uint64_t>(e.size);
+    if (e.action == Action::kSegmentMap) {
+      // Small-pool pages are 2 MiB, large-pool pages 20 MiB.
+      if ((e.size % kLargeBuffer != 0) != request_small_) continue;
+      const auto owner = std::find_if(live.begin(), live.end(), [&](const Live& l) {
+        return e.addr >= l.base && e.addr < l.limit && e.addr <= l.mapped_end();
+      });
+      if (owner == live.end()) return e.addr;
+      owner->pages[e.addr] = end;
+    } else if (e.action == Action::kSegmentUnmap) {
+      for (Live& l : live) {
+        if (e.addr < l.base || e.addr >= l.limit) continue;
+        for (auto it = l.pages.lower_bound(e.addr); it != l.pages.end() && it->first < end;)
+          it = l.pages.erase(it);
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 void TraceReplayer::observe(const AllocatorEvent& e) {

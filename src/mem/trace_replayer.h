@@ -83,6 +83,9 @@ class TraceReplayer {
   const AllocatorEvent& expected(std::size_t i) const { return trace_.events[i].event; }
   std::size_t size() const { return trace_.events.size(); }
   const AllocatorEvent* peek() const;
+  // The address torch reserved for the expandable segment the malloc under
+  // way creates, if the recording shows it.
+  std::optional<std::uint64_t> fresh_segment_base() const;
 
   void observe(const AllocatorEvent& e);
   void diverge(const std::optional<AllocatorEvent>& got);

@@ -22,7 +22,7 @@
 // forward makes it, freed after the backward op that last reads it (full
 // recompute keeps only layer inputs and re-runs the forward), transients and
 // gradients around the ops that use them, pipeline buffers freed with their
-// NCCL stream recorded (docs/memory_training_notes.md). Gradient
+// NCCL stream recorded (docs/memory.md). Gradient
 // buckets are reduced on the "dp" stream as they become ready in the last
 // micro-batch (overlap_grad_reduce) or after the backward; the distributed
 // optimizer's parameter all-gather runs after the step or, with
@@ -70,7 +70,7 @@ struct BuiltJob {
 Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels);
 
 // One tensor a transformer layer keeps from its forward to its backward. The
-// graph allocates it as "act.<name>" (docs/memory_training_notes.md).
+// graph allocates it as "act.<name>" (docs/memory.md).
 struct ActivationTensor {
   std::string name;
   std::int64_t bytes = 0;

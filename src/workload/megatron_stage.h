@@ -12,7 +12,7 @@
 // state that flows between layers is one chain of allocations: a layer's
 // output is the next layer's "norm1_input", the last one's is sent to the next
 // stage (and freed once the send is done) or kept by the final norm. The
-// gradient flows back the same way. docs/memory_training_notes.md lists them.
+// gradient flows back the same way. docs/memory.md lists them.
 #pragma once
 
 #include <cstdint>
