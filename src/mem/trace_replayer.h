@@ -5,12 +5,15 @@
 // produced a run of events, the replayer picks one of the calls that could
 // have, and says so when the model then diverges inside that run, so that
 // the driver can try the next one. The ambiguous runs are releases and
-// completions right before a malloc that needs device memory (or fails):
+// completions right before a malloc that needed device memory or failed
+// (with expandable segments, before any malloc):
 //   - completions from the malloc's process_events() or from its
 //     synchronize after the search failed;
 //   - releases from an empty_cache() before the malloc, or from the
-//     malloc's own fallbacks after cudaMalloc failed.
-// Every other event fixes its call.
+//     malloc's own fallbacks after cudaMalloc failed;
+// and a free_requested / free_completed pair just before such a run: an
+// ordinary free, or a record-stream free that the malloc's synchronize
+// completed. Every other event fixes its call.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +30,9 @@
 #include "util/status.h"
 
 namespace prism::snapshot_internal {
+
+inline constexpr std::int64_t kSmallSize = 1 << 20;     // largest small-pool request
+inline constexpr std::int64_t kLargeBuffer = 20 << 20;  // large-pool segments and pages
 
 // Run start (index into trace.events) -> the alternative to take there.
 using Choices = std::map<std::size_t, int>;
