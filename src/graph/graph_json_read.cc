@@ -15,6 +15,7 @@
 #include "graph/role_json.h"
 #include "graph/validate.h"
 #include "util/file.h"
+#include "util/text_error.h"
 #include "util/units.h"
 
 namespace prism {
@@ -290,25 +291,6 @@ Status read_graph(const Json& doc, ExecutionGraph* g) {
   return Status::ok();
 }
 
-// "<source>:<line>:<col>: <what>" from nlohmann's byte offset (1-based: the
-// position just past the character that failed).
-Status syntax_error(std::string_view text, std::string_view source, const Json::parse_error& e) {
-  const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-  std::size_t line = 1;
-  std::size_t line_start = 0;
-  for (std::size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  std::string what = e.what();
-  // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: ".
-  if (std::size_t p = what.find(": "); p != std::string::npos) what = what.substr(p + 2);
-  return Status::invalid_argument(
-      fmt::format("{}:{}:{}: {}", source, line, end - line_start + 1, what));
-}
-
 }  // namespace
 }  // namespace graph_json
 
@@ -321,7 +303,7 @@ Result<ExecutionGraph> parse_graph_json(std::string_view text, std::string_view 
     PRISM_RETURN_IF_ERROR(graph_json::parse_document(text, &doc).with_context(source));
     PRISM_RETURN_IF_ERROR(graph_json::read_graph(doc, &g).with_context(source));
   } catch (const Json::parse_error& e) {
-    return graph_json::syntax_error(text, source, e);
+    return text_error_at(text, source, e.byte, e.what());
   } catch (const Json::exception& e) {
     return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
   }

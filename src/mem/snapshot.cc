@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/file.h"
+#include "util/text_error.h"
 #include "util/units.h"
 
 namespace prism {
@@ -285,22 +286,6 @@ Status read_document(const Json& doc, MemoryTrace* t) {
   return Status::ok();
 }
 
-// "<source>:<line>:<col>: <what>" from nlohmann's byte offset.
-Status syntax_error(std::string_view text, std::string_view source, const Json::parse_error& e) {
-  const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-  std::size_t line = 1, line_start = 0;
-  for (std::size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  std::string what = e.what();
-  if (std::size_t p = what.find(": "); p != std::string::npos) what = what.substr(p + 2);
-  return Status::invalid_argument(
-      fmt::format("{}:{}:{}: {}", source, line, end - line_start + 1, what));
-}
-
 }  // namespace
 
 std::string_view action_name(AllocatorEvent::Action action) {
@@ -321,7 +306,7 @@ Result<MemoryTrace> parse_memory_trace(std::string_view text, std::string_view s
     const Json doc = Json::parse(text);
     PRISM_RETURN_IF_ERROR(read_document(doc, &t).with_context(src));
   } catch (const Json::parse_error& e) {
-    return syntax_error(text, src, e);
+    return text_error_at(text, src, e.byte, e.what());
   } catch (const Json::exception& e) {
     return Status::invalid_argument(fmt::format("{}: {}", src, e.what()));
   }
