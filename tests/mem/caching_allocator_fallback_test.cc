@@ -13,12 +13,6 @@ namespace {
 
 using namespace prism::testing;  // NOLINT(google-build-using-namespace)
 
-AllocatorConfig with_max_split(std::int64_t mib) {
-  AllocatorConfig c;
-  c.max_split_size = mib * kMiB;
-  return c;
-}
-
 TEST(CachingAllocatorFallbackTest, ReleasesOversizeBlocksLargestFirst) {
   SimulatedDevice dev(250 * kMiB);
   CachingAllocator a(with_max_split(64), &dev);

@@ -11,12 +11,6 @@ namespace {
 
 using namespace prism::testing;  // NOLINT(google-build-using-namespace)
 
-AllocatorConfig with_max_split(std::int64_t mib) {
-  AllocatorConfig c;
-  c.max_split_size = mib * kMiB;
-  return c;
-}
-
 // --- sizes ------------------------------------------------------------------
 
 TEST(RoundRequestTest, RoundsTo512Bytes) {

@@ -15,6 +15,13 @@ inline constexpr std::int64_t kKiB = 1024;
 inline constexpr std::int64_t kMiB = 1024 * 1024;
 inline constexpr std::int64_t kGiB = 1024 * kMiB;
 
+// The default configuration with max_split_size_mb:`mib`.
+inline AllocatorConfig with_max_split(std::int64_t mib) {
+  AllocatorConfig c;
+  c.max_split_size = mib * kMiB;
+  return c;
+}
+
 // "20M", "1536K", "512" (bytes).
 inline std::string bytes(std::int64_t b) {
   if (b != 0 && b % kMiB == 0) return std::to_string(b / kMiB) + "M";

@@ -18,13 +18,7 @@ constexpr std::int64_t kMiB = 1 << 20;
 ReplayResult run_with(const ExecutionGraph& g, MemoryModel& memory, bool fold = true,
                       std::vector<Rank> trace = {}) {
   AlphaBetaModel network(testing::unit_network());
-  RooflineModel compute;
-  ReplayOptions opts;
-  opts.fold = fold;
-  opts.trace_ranks = std::move(trace);
-  Result<ReplayResult> r = replay(g, opts, ReplayModels{&network, &compute, &memory});
-  EXPECT_TRUE(r.is_ok()) << r.status().message();
-  return std::move(r).value();
+  return testing::run_over(network, memory, g, fold, std::move(trace));
 }
 
 // 12 MiB (a segment of its own: 10 MiB and more round to 2 MiB), used by a

@@ -57,17 +57,23 @@ inline AlphaBetaParams unit_network(std::int64_t alpha = 0) {
   return p;
 }
 
-// Replays `g` over `network` with the placeholder compute and memory models.
-inline ReplayResult run_over(NetworkModel& network, const ExecutionGraph& g, bool fold,
-                             std::vector<Rank> trace) {
+// Replays `g` over `network` and `memory` with the roofline compute model.
+inline ReplayResult run_over(NetworkModel& network, MemoryModel& memory, const ExecutionGraph& g,
+                             bool fold, std::vector<Rank> trace) {
   RooflineModel compute;
-  AllocatorMemoryModel memory(DeviceMemoryOptions{});
   ReplayOptions opts;
   opts.fold = fold;
   opts.trace_ranks = std::move(trace);
   Result<ReplayResult> r = replay(g, opts, ReplayModels{&network, &compute, &memory});
   EXPECT_TRUE(r.is_ok()) << r.status().message();
   return std::move(r).value();
+}
+
+// The same on an unlimited device with PyTorch's default allocator.
+inline ReplayResult run_over(NetworkModel& network, const ExecutionGraph& g, bool fold,
+                             std::vector<Rank> trace) {
+  AllocatorMemoryModel memory(DeviceMemoryOptions{});
+  return run_over(network, memory, g, fold, std::move(trace));
 }
 
 inline ReplayResult run(const ExecutionGraph& g, bool fold = true, std::vector<Rank> trace = {},

@@ -14,23 +14,26 @@ using testing::make_deadlock_result;
 using testing::make_oom_result;
 using testing::make_report_graph;
 
+// The role table of make_completed_result() and make_deadlock_result().
+constexpr const char* kRoleTable =
+    "role            ranks  compute_ms  exposed_comm_ms  idle_ms  allocated_GiB  reserved_GiB  "
+    "device_GiB\n"
+    "stage0              2      10.000            1.000    1.346          1.500         1.502    "
+    "   2.502\n"
+    "stage_one_long      2       0.002            0.000   12.345          0.000         0.002    "
+    "   1.002\n"
+    "(times: mean over the role's ranks; memory: peaks, max over the role's ranks; device = "
+    "reserved + NCCL + context)\n";
+
 TEST(SummaryTest, CompletedReplay) {
-  EXPECT_EQ(
-      format_summary(make_report_graph(), make_completed_result()),
-      "graph:           tiny (4 ranks, 2 roles)\n"
-      "replay:          folded: 2 of 4 ranks simulated, 9 op events\n"
-      "outcome:         completed\n"
-      "iteration time:  12.346 ms  (1 iteration)\n"
-      "makespan:        12.346 ms\n"
-      "\n"
-      "role            ranks  compute_ms  exposed_comm_ms  idle_ms  allocated_GiB  reserved_GiB  "
-      "device_GiB\n"
-      "stage0              2      10.000            1.000    1.346          1.500         1.502    "
-      "   2.502\n"
-      "stage_one_long      2       0.002            0.000   12.345          0.000         0.002    "
-      "   1.002\n"
-      "(times: mean over the role's ranks; memory: peaks, max over the role's ranks; device = "
-      "reserved + NCCL + context)\n");
+  EXPECT_EQ(format_summary(make_report_graph(), make_completed_result()),
+            "graph:           tiny (4 ranks, 2 roles)\n"
+            "replay:          folded: 2 of 4 ranks simulated, 9 op events\n"
+            "outcome:         completed\n"
+            "iteration time:  12.346 ms  (1 iteration)\n"
+            "makespan:        12.346 ms\n"
+            "\n" +
+                std::string(kRoleTable));
 }
 
 TEST(SummaryTest, ColumnsWidenForLargeValues) {
@@ -87,21 +90,14 @@ TEST(SummaryTest, DeadlockListsEveryBlockedRank) {
       "replay:          folded: 2 of 4 ranks simulated, 9 op events\n"
       "outcome:         deadlock (3 ranks blocked)\n"
       "stalled at:      1.500 ms\n"
-      "\n"
-      "role            ranks  compute_ms  exposed_comm_ms  idle_ms  allocated_GiB  reserved_GiB  "
-      "device_GiB\n"
-      "stage0              2      10.000            1.000    1.346          1.500         1.502    "
-      "   2.502\n"
-      "stage_one_long      2       0.002            0.000   12.345          0.000         0.002    "
-      "   1.002\n"
-      "(times: mean over the role's ranks; memory: peaks, max over the role's ranks; device = "
-      "reserved + NCCL + context)\n"
-      "\n"
-      "blocked ranks:\n"
-      "  rank 0 (role stage0; 2 ranks in this state): op 2 (all_reduce) on stream comm: "
-      "collective all_reduce #0 on tp: rank 9 not arrived\n"
-      "  rank 2 (role stage_one_long): op 0 (recv) on stream comm: recv from rank 0 tag 7: "
-      "no matching send\n");
+      "\n" +
+          std::string(kRoleTable) +
+          "\n"
+          "blocked ranks:\n"
+          "  rank 0 (role stage0; 2 ranks in this state): op 2 (all_reduce) on stream comm: "
+          "collective all_reduce #0 on tp: rank 9 not arrived\n"
+          "  rank 2 (role stage_one_long): op 0 (recv) on stream comm: recv from rank 0 tag 7: "
+          "no matching send\n");
 }
 
 TEST(SummaryTest, OutOfMemoryNamesTheRankAndTheMemory) {

@@ -12,34 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "compute/gpu_spec.h"
-#include "compute/kernel_model.h"
-#include "workload/job_yaml.h"
+#include "megatron_test_util.h"
 #include "workload/megatron.h"
 
 namespace prism {
 namespace {
 
-JobSpec parse(const std::string& yaml) {
-  Result<JobSpec> j = parse_job_yaml(yaml, "<test>");
-  EXPECT_TRUE(j.is_ok()) << j.status().message() << "\n" << yaml;
-  return j.is_ok() ? std::move(j).value() : JobSpec{};
-}
-
-const KernelModel& h100() {
-  static const KernelModel km(gpu_spec("H100-SXM5-80GB").value(), nullptr);
-  return km;
-}
-
-BuiltJob build(const JobSpec& job) {
-  Result<BuiltJob> b = build_megatron(job, h100());
-  EXPECT_TRUE(b.is_ok()) << b.status().message();
-  return b.is_ok() ? std::move(b).value() : BuiltJob{};
-}
-
-std::string cluster(int gpus) {
-  return "cluster: {preset: dgx-h100, num_gpus: " + std::to_string(gpus) + "}\n";
-}
+using testing::build;
+using testing::cluster;
+using testing::parse;
 
 // GPT-style (GeLU, LayerNorm): s = 2048, b = 2, h = 1024, a = 16.
 constexpr std::int64_t kS = 2048, kB = 2, kH = 1024, kA = 16;

@@ -26,27 +26,17 @@
 #include "workload/job_yaml.h"
 #include "workload/model_stats.h"
 
+#include "megatron_test_util.h"
+
 namespace prism {
 namespace {
 
+using testing::build;
+using testing::cluster;
+using testing::h100;
+using testing::parse;
+
 using Groups = std::vector<std::vector<Rank>>;
-
-JobSpec parse(const std::string& yaml) {
-  Result<JobSpec> j = parse_job_yaml(yaml, "<test>");
-  EXPECT_TRUE(j.is_ok()) << j.status().message() << "\n" << yaml;
-  return j.is_ok() ? std::move(j).value() : JobSpec{};
-}
-
-const KernelModel& h100() {
-  static const KernelModel km(gpu_spec("H100-SXM5-80GB").value(), nullptr);
-  return km;
-}
-
-BuiltJob build(const JobSpec& job) {
-  Result<BuiltJob> b = build_megatron(job, h100());
-  EXPECT_TRUE(b.is_ok()) << b.status().message();
-  return b.is_ok() ? std::move(b).value() : BuiltJob{};
-}
 
 // A small GPT-style model (GeLU, LayerNorm, tied embeddings, biases).
 std::string gpt(int layers, int hidden, int heads, int vocab = 1000) {
@@ -54,10 +44,6 @@ std::string gpt(int layers, int hidden, int heads, int vocab = 1000) {
          ", hidden_size: " + std::to_string(hidden) +
          ", num_attention_heads: " + std::to_string(heads) +
          ", vocab_size: " + std::to_string(vocab) + "}\n";
-}
-
-std::string cluster(int gpus) {
-  return "cluster: {preset: dgx-h100, num_gpus: " + std::to_string(gpus) + "}\n";
 }
 
 // Every group of slot `name`, each in communicator order, ordered by lowest
