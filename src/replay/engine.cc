@@ -193,8 +193,12 @@ void Engine::arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t o
   InFlight rec;
   rec.comm = comm;
   rec.seq = seq;
-  if (models_.nccl != nullptr)
-    for (const Arrival& a : c.arrivals(seq)) connect_nccl(a, comm, t);
+  if (models_.nccl != nullptr) {
+    const NcclMemory::Need need = models_.nccl->collective_need(t);
+    for (const Arrival& a : c.arrivals(seq))
+      add_nccl(a,
+               models_.nccl->connect_collective(static_cast<std::uint32_t>(a.srank), comm, need));
+  }
   start_transfer(t, rec, c.arrivals(seq));
 }
 
@@ -221,8 +225,8 @@ void Engine::post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const 
   t.max_ranks_per_node = 3 - t.num_nodes;
   t.multiplicity = fold_.class_size[m.send.srank];
   if (models_.nccl != nullptr) {
-    connect_nccl(m.send, dst, t);
-    connect_nccl(m.recv, src, t);
+    add_nccl(m.send, models_.nccl->on_transfer(static_cast<std::uint32_t>(m.send.srank), dst, t));
+    add_nccl(m.recv, models_.nccl->on_transfer(static_cast<std::uint32_t>(m.recv.srank), src, t));
   }
   InFlight rec;
   rec.collective = false;
@@ -353,11 +357,10 @@ void Engine::stream_progress(std::uint32_t s, std::uint16_t st) {
   }
 }
 
-// NCCL's buffers for transfer `t` on the arrival's rank: communicator init
-// and connections on first use.
-void Engine::connect_nccl(const Arrival& a, std::int64_t comm, const Transfer& t) {
+// `bytes` of NCCL buffers (communicator init, connections on first use)
+// allocated on the arrival's rank.
+void Engine::add_nccl(const Arrival& a, std::int64_t bytes) {
   const auto s = static_cast<std::uint32_t>(a.srank);
-  const std::int64_t bytes = models_.nccl->on_transfer(s, comm, t);
   if (bytes == 0) return;
   if (!models_.memory->add_external(static_cast<int>(s), Bytes{bytes}, now_))
     out_of_memory(s, a.stream, a.op, true, Bytes{bytes});

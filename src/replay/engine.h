@@ -103,7 +103,7 @@ class Engine {
   bool alloc_op(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op);
   void free_op(std::uint32_t s, std::int32_t oi, const Op& op);
   void stream_progress(std::uint32_t s, std::uint16_t st);
-  void connect_nccl(const Arrival& a, std::int64_t comm, const Transfer& t);
+  void add_nccl(const Arrival& a, std::int64_t bytes);
   void out_of_memory(std::uint32_t s, std::uint16_t st, std::int32_t oi, bool in_nccl, Bytes bytes);
   void sample_memory(std::uint32_t s);
 

@@ -102,13 +102,23 @@ std::int64_t NcclMemory::on_transfer(std::uint32_t srank, std::int64_t comm, con
     }
     return connect(srank, kP2pKey | static_cast<std::uint64_t>(comm), s, need);
   }
-  PRISM_CHECK(comm >= 0, "collective comm ids are non-negative");
+  return connect_collective(srank, comm, collective_need(t));
+}
+
+NcclMemory::Need NcclMemory::collective_need(const Transfer& t) const {
   const CommGeometry g{static_cast<int>(t.ranks.size()), t.num_nodes, t.max_ranks_per_node};
-  const NcclCommShape s = shape(g);
-  NcclLinks need{};
-  if (s.num_ranks > 1)
-    need = nccl_connection_links(config_, connection(t.collective, t.bytes, g), s);
-  return connect(srank, static_cast<std::uint64_t>(comm), s, need);
+  Need need;
+  need.shape = shape(g);
+  if (need.shape.num_ranks > 1)
+    need.links = nccl_connection_links(config_, connection(t.collective, t.bytes, g), need.shape);
+  return need;
+}
+
+std::int64_t NcclMemory::connect_collective(std::uint32_t srank, std::int64_t comm,
+                                            const Need& need) {
+  PRISM_CHECK(srank < bytes_.size(), "NcclMemory: simulated rank out of range (reset first)");
+  PRISM_CHECK(comm >= 0, "collective comm ids are non-negative");
+  return connect(srank, static_cast<std::uint64_t>(comm), need.shape, need.links);
 }
 
 std::int64_t NcclMemory::connect(std::uint32_t srank, std::uint64_t key, const NcclCommShape& s,

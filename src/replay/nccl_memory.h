@@ -36,6 +36,14 @@ class NcclMemory {
   // communicator init on first use, plus the buffers of a newly connected
   // algorithm or peer; zero when everything is connected already.
   std::int64_t on_transfer(std::uint32_t srank, std::int64_t comm, const Transfer& t);
+  // The same for a collective in two steps: what it needs is the same on
+  // every member, so a caller with many members works it out once.
+  struct Need {
+    NcclCommShape shape;
+    NcclLinks links{};
+  };
+  Need collective_need(const Transfer& t) const;
+  std::int64_t connect_collective(std::uint32_t srank, std::int64_t comm, const Need& need);
   // Bytes allocated so far on `srank`.
   std::int64_t bytes(std::uint32_t srank) const { return bytes_[srank]; }
 
