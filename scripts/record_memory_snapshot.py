@@ -13,6 +13,12 @@ effect (the allocator reads it once, when CUDA initializes):
   max_split         varied large tensors with max_split_size_mb:64, and
                     empty_cache()
   roundup           mixed request sizes with roundup_power2_divisions:4
+  gpt_bf16          a 4-layer GPT trained in bf16 autocast with activation
+                    checkpointing, 2 micro-batches per step, fused AdamW, 3 steps
+  retry_oom         fills the GPU with 1 GiB tensors until cudaMalloc fails
+                    (an out-of-memory), frees every other one, asks for 2 GiB
+                    (release the cache and retry), then for more than the GPU
+  expandable_oom    retry_oom with expandable_segments:True (pages unmapped)
 
 For each NAME the output directory gets NAME.pickle (what
 torch.cuda.memory._dump_snapshot() writes) and NAME.json (converted by
@@ -47,6 +53,9 @@ WORKLOADS = {
     "expandable": ("expandable_segments:True", "mlp_adam with expandable segments"),
     "max_split": ("max_split_size_mb:64", "varied large tensors, empty_cache"),
     "roundup": ("roundup_power2_divisions:4", "mixed request sizes"),
+    "gpt_bf16": ("", "4-layer GPT, bf16 autocast, checkpointing, AdamW, 3 steps"),
+    "retry_oom": ("", "fill the GPU, out of memory, release-and-retry"),
+    "expandable_oom": ("expandable_segments:True", "retry_oom with expandable segments"),
 }
 
 
@@ -132,13 +141,71 @@ def run_roundup(torch, dev):
     del held
 
 
+def run_gpt_bf16(torch, dev):
+    from torch.utils.checkpoint import checkpoint  # noqa: PLC0415
+
+    torch.manual_seed(0)
+    vocab, hidden = 8192, 1024
+    layers = torch.nn.ModuleList(
+        torch.nn.TransformerEncoderLayer(d_model=hidden, nhead=16, dim_feedforward=4 * hidden,
+                                         batch_first=True, norm_first=True)
+        for _ in range(4)).to(dev)
+    embed = torch.nn.Embedding(vocab, hidden).to(dev)
+    head = torch.nn.Linear(hidden, vocab, bias=False).to(dev)
+    params = list(embed.parameters()) + list(layers.parameters()) + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
+    for _ in range(3):
+        for _ in range(2):  # micro-batches: gradients accumulate
+            tokens = torch.randint(0, vocab, (4, 512), device=dev)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                h = embed(tokens)
+                for layer in layers:
+                    h = checkpoint(layer, h, use_reentrant=False)
+                logits = head(h)
+            loss = torch.nn.functional.cross_entropy(logits.float().view(-1, vocab),
+                                                     tokens.view(-1))
+            loss.backward()
+            del tokens, h, logits, loss
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+def run_retry_oom(torch, dev):
+    gib = 1 << 30
+    held = []
+    try:
+        while True:
+            held.append(torch.empty(gib, dtype=torch.uint8, device=dev))
+    except torch.OutOfMemoryError:
+        pass  # the trace holds the out-of-memory
+    del held[::2]  # cached, not released: 1 GiB free blocks in separate segments
+    try:
+        held.append(torch.empty(2 * gib, dtype=torch.uint8, device=dev))  # release, retry
+    except torch.OutOfMemoryError:
+        pass
+    try:
+        torch.empty(torch.cuda.get_device_properties(dev).total_memory, dtype=torch.uint8,
+                    device=dev)
+    except torch.OutOfMemoryError:
+        pass
+    del held
+    torch.cuda.empty_cache()
+
+
+def run_expandable_oom(torch, dev):
+    run_retry_oom(torch, dev)
+
+
 def child(name, pickle_path, device):
     import torch  # noqa: PLC0415 (only the child needs torch)
 
     dev = torch.device("cuda", device)
     torch.cuda.set_device(dev)
-    # Before the first CUDA allocation: the history must be complete.
-    torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES)
+    # Before the first CUDA allocation: the history must be complete. No
+    # tracebacks (context=None): the converter drops them, and gathering them
+    # in the autograd thread under activation checkpointing fails in torch 2.11
+    # ("run_backward ... returned NULL without setting an exception").
+    torch.cuda.memory._record_memory_history(context=None, max_entries=MAX_ENTRIES)
     globals()["run_" + name](torch, dev)
     torch.cuda.synchronize(dev)
     torch.cuda.memory._dump_snapshot(pickle_path)

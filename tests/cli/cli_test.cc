@@ -363,6 +363,11 @@ std::vector<Case> cases() {
       {"memory_replay_expandable", {"memory", "replay", kMemData + "expandable.json"}},
       {"memory_replay_max_split", {"memory", "replay", kMemData + "max_split.json"}},
       {"memory_replay_diverging", {"memory", "replay", kMemData + "diverging.json"}},
+      // Recorded on an H100 with torch 2.11 (tests/mem/data/h100-torch2.11).
+      {"memory_replay_h100_gpt_bf16",
+       {"memory", "replay", kMemData + "h100-torch2.11/gpt_bf16.json", "--strict"}},
+      {"memory_replay_h100_retry_oom",
+       {"memory", "replay", kMemData + "h100-torch2.11/retry_oom.json", "--strict"}},
       {"memory_replay_wrong_alloc_conf",
        {"memory", "replay", kMemData + "max_split.json", "--alloc-conf", "max_split_size_mb:200",
         "--report", "{tmp}/report.json"},

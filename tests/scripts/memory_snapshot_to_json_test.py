@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests of scripts/memory_snapshot_to_json.py on synthetic pickles built in
 the exact structure torch.cuda.memory._dump_snapshot() writes, and of the
-hand-crafted snapshots in tests/mem/data (make_snapshots.py)."""
+hand-crafted snapshots in tests/mem/data (make_snapshots.py), and of pickles
+recorded on an H100 (tests/mem/data/h100-torch2.11)."""
 
 import collections
 import io
@@ -82,6 +83,19 @@ class ConverterTest(unittest.TestCase):
                 committed = f.read()
             self.assertEqual(make_snapshots.json_text(name, self.tmp.name), committed,
                              "%s.json is stale: run tests/mem/data/make_snapshots.py" % name)
+
+    def test_recorded_pickles_convert_to_the_committed_traces(self):
+        # Pickles torch 2.11 wrote on an H100 (record_memory_snapshot.py).
+        recorded = os.path.join(DATA, "h100-torch2.11")
+        with open(os.path.join(recorded, "manifest.json")) as f:
+            manifest = json.load(f)
+        for name in ("mlp_adam", "expandable_oom"):
+            out = os.path.join(self.tmp.name, name + ".json")
+            r = self.run_script(os.path.join(recorded, name + ".pickle"), "--device-memory",
+                                str(manifest[name]["total_memory"]), "-o", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f, open(os.path.join(recorded, name + ".json")) as g:
+                self.assertEqual(f.read(), g.read(), name)
 
     def test_converts_one_device(self):
         doc = conv.convert(two_device_snapshot(), device=1, source="s.pickle")
