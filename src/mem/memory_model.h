@@ -12,8 +12,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "mem/alloc_config.h"
 #include "mem/caching_allocator.h"
@@ -99,8 +100,8 @@ class AllocatorMemoryModel final : public MemoryModel {
     explicit RankMemory(const DeviceMemoryOptions& o);
     SimulatedDevice device;
     CachingAllocator allocator;
-    std::unordered_map<std::int64_t, BlockId> live;           // alloc_id -> block
-    std::unordered_map<std::int64_t, std::uint64_t> pending;  // alloc_id -> ticket
+    absl::flat_hash_map<std::int64_t, BlockId> live;           // alloc_id -> block
+    absl::flat_hash_map<std::int64_t, std::uint64_t> pending;  // alloc_id -> ticket
     std::int64_t external = 0;
     std::int64_t device_peak = 0;
     std::int64_t cached_at_reserved_peak = 0;

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <absl/container/flat_hash_map.h>
+
 #include "replay/folding.h"
 #include "replay/rendezvous.h"
 #include "replay/replay.h"
@@ -144,7 +146,7 @@ class Engine {
   // 32 | free op), the out-of-memory that stopped the replay, samples of
   // traced ranks.
   std::vector<std::vector<ReleaseWait>> release_waits_;
-  std::unordered_map<std::uint64_t, int> pending_release_;
+  absl::flat_hash_map<std::uint64_t, int> pending_release_;
   bool stopped_ = false;
   std::vector<OutOfMemory> oom_;
   std::vector<MemorySample> memory_trace_;

@@ -14,8 +14,9 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "mem/nccl_footprint.h"
 #include "net/nccl_tuner.h"
@@ -67,7 +68,7 @@ class NcclMemory {
   std::vector<std::int64_t> bytes_;
   // Per simulated rank: communicator key (replay comm id, or a flag bit and
   // the peer for point-to-point) to its state. Looked up, never iterated.
-  std::vector<std::unordered_map<std::uint64_t, CommState>> comms_;
+  std::vector<absl::flat_hash_map<std::uint64_t, CommState>> comms_;
 };
 
 }  // namespace prism
