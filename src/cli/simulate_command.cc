@@ -112,10 +112,13 @@ SimulateSummary summarize(const PreparedJob& p, const ReplayResult& r,
     role.peak_reserved = rs.max.peak_reserved;
     role.peak_device = rs.max.peak_device;
     role.nccl = rs.max.nccl;
+    role.fragmentation = rs.max.fragmentation;
+    role.inactive_split_peak = rs.max.inactive_split_peak;
     s.peak_allocated = std::max(s.peak_allocated, rs.max.peak_allocated);
     s.peak_reserved = std::max(s.peak_reserved, rs.max.peak_reserved);
     s.peak_device = std::max(s.peak_device, rs.max.peak_device);
     s.nccl = std::max(s.nccl, rs.max.nccl);
+    s.fragmentation = std::max(s.fragmentation, rs.max.fragmentation);
     if (s.oom_text.empty()) {
       role.breakdown =
           rank_breakdown(p.built.graph, r.trace, reps[i], SimTime::zero(), r.iteration_time);

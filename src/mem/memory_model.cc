@@ -83,8 +83,9 @@ MemoryUsage AllocatorMemoryModel::usage(int rank) const {
 MemoryPeaks AllocatorMemoryModel::peaks(int rank) const {
   const RankMemory& m = *ranks_[rank];
   const AllocatorStats& s = m.allocator.stats();
-  return MemoryPeaks{Bytes{s.requested_peak}, Bytes{s.allocated_peak}, Bytes{s.reserved_peak},
-                     Bytes{m.device_peak}, Bytes{m.cached_at_reserved_peak}};
+  return MemoryPeaks{Bytes{s.requested_peak},          Bytes{s.allocated_peak},
+                     Bytes{s.reserved_peak},           Bytes{m.device_peak},
+                     Bytes{m.cached_at_reserved_peak}, Bytes{s.inactive_split_peak}};
 }
 
 OomInfo AllocatorMemoryModel::oom(int rank) const {

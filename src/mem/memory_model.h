@@ -41,6 +41,9 @@ struct MemoryPeaks {
   // Reserved but not allocated when reserved peaked: the allocator's cache
   // and fragmentation at the worst moment.
   Bytes cached_at_reserved_peak;
+  // Free bytes inside split segments, at their peak: PyTorch's
+  // inactive_split_bytes.all.peak.
+  Bytes inactive_split;
 };
 
 class MemoryModel {

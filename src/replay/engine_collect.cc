@@ -24,14 +24,16 @@ std::string rank_list(const std::vector<Rank>& ranks) {
 
 // Sums of a role's ranks in 128 bits: 16,384 ranks x 2^50 ns overflows 64.
 struct TimeSums {
-  std::array<Int128, 8>
-      v{};  // compute, exposed, idle, finish, peak allocated/reserved/device, nccl
+  // compute, exposed, idle, finish, peak allocated/reserved/device, nccl,
+  // fragmentation, inactive split
+  std::array<Int128, 10> v{};
 };
 
 void add_times(TimeSums* sum, RankTimes* mx, const RankTimes& t, std::int64_t times) {
-  const std::array<std::int64_t, 8> values{
-      t.compute.ns,           t.exposed_comm.ns,     t.idle.ns,           t.finish.ns,
-      t.peak_allocated.count, t.peak_reserved.count, t.peak_device.count, t.nccl.count};
+  const std::array<std::int64_t, 10> values{
+      t.compute.ns,           t.exposed_comm.ns,          t.idle.ns,           t.finish.ns,
+      t.peak_allocated.count, t.peak_reserved.count,      t.peak_device.count, t.nccl.count,
+      t.fragmentation.count,  t.inactive_split_peak.count};
   for (std::size_t i = 0; i < values.size(); ++i)
     sum->v[i] += static_cast<Int128>(values[i]) * times;
   mx->compute = max(mx->compute, t.compute);
@@ -42,6 +44,8 @@ void add_times(TimeSums* sum, RankTimes* mx, const RankTimes& t, std::int64_t ti
   mx->peak_reserved = std::max(mx->peak_reserved, t.peak_reserved);
   mx->peak_device = std::max(mx->peak_device, t.peak_device);
   mx->nccl = std::max(mx->nccl, t.nccl);
+  mx->fragmentation = std::max(mx->fragmentation, t.fragmentation);
+  mx->inactive_split_peak = std::max(mx->inactive_split_peak, t.inactive_split_peak);
 }
 
 }  // namespace
@@ -136,9 +140,16 @@ void Engine::collect_roles(ReplayResult* r) const {
   for (std::size_t c = 0; c < sranks_.size(); ++c) {
     const SimRank& sr = sranks_[c];
     const MemoryPeaks p = models_.memory->peaks(static_cast<int>(c));
-    const RankTimes t{
-        sr.compute,  sr.exposed, sr.idle,  sr.finish,
-        p.allocated, p.reserved, p.device, models_.memory->usage(static_cast<int>(c)).external};
+    const RankTimes t{sr.compute,
+                      sr.exposed,
+                      sr.idle,
+                      sr.finish,
+                      p.allocated,
+                      p.reserved,
+                      p.device,
+                      models_.memory->usage(static_cast<int>(c)).external,
+                      p.cached_at_reserved_peak,
+                      p.inactive_split};
     RoleSummary& role = r->roles[sr.role];
     role.num_ranks += fold_.class_size[c];
     add_times(&sums[sr.role], &role.max, t, fold_.class_size[c]);
@@ -150,7 +161,8 @@ void Engine::collect_roles(ReplayResult* r) const {
     // A mean is at most the maximum, so it fits 64 bits again.
     auto mean = [&](int k) { return static_cast<std::int64_t>(sums[i].v[k] / n); };
     role.mean = RankTimes{SimTime{mean(0)}, SimTime{mean(1)}, SimTime{mean(2)}, SimTime{mean(3)},
-                          Bytes{mean(4)},   Bytes{mean(5)},   Bytes{mean(6)},   Bytes{mean(7)}};
+                          Bytes{mean(4)},   Bytes{mean(5)},   Bytes{mean(6)},   Bytes{mean(7)},
+                          Bytes{mean(8)},   Bytes{mean(9)}};
   }
 }
 

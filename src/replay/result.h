@@ -26,6 +26,11 @@ struct RankTimes {
   Bytes peak_reserved;
   Bytes peak_device;  // reserved + NCCL + CUDA context
   Bytes nccl;         // NCCL's buffers at the end (they only grow)
+  // Reserved minus allocated when reserved peaked: what the caching
+  // allocator held but had not handed out (cached blocks, split-off rests)
+  // at the worst moment.
+  Bytes fragmentation;
+  Bytes inactive_split_peak;  // free bytes in split segments, at their peak
 };
 
 struct RoleSummary {

@@ -42,6 +42,9 @@ Json role_json(const RoleSummary& s) {
   j["peak_reserved_bytes"] = mean_max_bytes(s.mean.peak_reserved, s.max.peak_reserved);
   j["peak_device_bytes"] = mean_max_bytes(s.mean.peak_device, s.max.peak_device);
   j["nccl_bytes"] = mean_max_bytes(s.mean.nccl, s.max.nccl);
+  j["fragmentation_bytes"] = mean_max_bytes(s.mean.fragmentation, s.max.fragmentation);
+  j["inactive_split_peak_bytes"] =
+      mean_max_bytes(s.mean.inactive_split_peak, s.max.inactive_split_peak);
   return j;
 }
 

@@ -65,6 +65,9 @@ std::string format_simulate_text(const SimulateSummary& s) {
   line("", fmt::format("{:.2f} GiB allocated, {:.2f} GiB reserved by PyTorch, {:.2f} GiB NCCL, "
                        "{:.2f} GiB CUDA context",
                        gib(s.peak_allocated), gib(s.peak_reserved), gib(s.nccl), gib(s.context)));
+  line("fragmentation:",
+       fmt::format("{:.2f} GiB reserved but not allocated at the reserved peak (max over ranks)",
+                   gib(s.fragmentation)));
   line("allocator:", s.alloc_conf.empty() ? std::string("PyTorch defaults")
                                           : "PYTORCH_CUDA_ALLOC_CONF=" + s.alloc_conf);
   if (s.oom_text.empty()) {
@@ -81,12 +84,13 @@ std::string format_simulate_text(const SimulateSummary& s) {
     }
   }
   out += "\nmemory per role (GiB; peaks, max over the role's ranks):\n";
-  fmt::format_to(std::back_inserter(out), "{:<10}{:>13}{:>11}{:>10}{:>8}{:>9}\n", "role",
-                 "model state", "allocated", "reserved", "NCCL", "device");
+  fmt::format_to(std::back_inserter(out), "{:<10}{:>13}{:>11}{:>10}{:>7}{:>8}{:>9}\n", "role",
+                 "model state", "allocated", "reserved", "frag", "NCCL", "device");
   for (const SimulateRole& r : s.roles) {
-    fmt::format_to(std::back_inserter(out), "{:<10}{:>13.2f}{:>11.2f}{:>10.2f}{:>8.2f}{:>9.2f}\n",
-                   r.name, gib(r.model_state_bytes), gib(r.peak_allocated), gib(r.peak_reserved),
-                   gib(r.nccl), gib(r.peak_device));
+    fmt::format_to(std::back_inserter(out),
+                   "{:<10}{:>13.2f}{:>11.2f}{:>10.2f}{:>7.2f}{:>8.2f}{:>9.2f}\n", r.name,
+                   gib(r.model_state_bytes), gib(r.peak_allocated), gib(r.peak_reserved),
+                   gib(r.fragmentation), gib(r.nccl), gib(r.peak_device));
   }
   out += fmt::format("\nreplay: {} of {} ranks simulated{}, {} op events\n", s.simulated_ranks,
                      s.num_gpus, s.folded ? " (folded)" : "", s.op_events);
@@ -132,7 +136,8 @@ std::string format_simulate_json(const SimulateSummary& s) {
                      {"peak_allocated_bytes", s.peak_allocated.count},
                      {"peak_reserved_bytes", s.peak_reserved.count},
                      {"peak_device_bytes", s.peak_device.count},
-                     {"nccl_bytes", s.nccl.count}};
+                     {"nccl_bytes", s.nccl.count},
+                     {"fragmentation_bytes", s.fragmentation.count}};
   j["kernels"] =
       Json{{"distinct", s.kernels}, {"measured", s.kernels_measured}, {"database", s.kernel_db}};
   Json roles = Json::array();
@@ -149,6 +154,8 @@ std::string format_simulate_json(const SimulateSummary& s) {
     jr["peak_reserved_bytes"] = r.peak_reserved.count;
     jr["nccl_bytes"] = r.nccl.count;
     jr["peak_device_bytes"] = r.peak_device.count;
+    jr["fragmentation_bytes"] = r.fragmentation.count;
+    jr["inactive_split_peak_bytes"] = r.inactive_split_peak.count;
     Json b;
     for (int c = 0; c < kNumTimeCategories; ++c)
       b[std::string(to_string(static_cast<TimeCategory>(c))) + "_s"] = seconds(r.breakdown.time[c]);

@@ -24,6 +24,7 @@ struct SimulateRole {
   Bytes model_state_bytes;
   // Peaks, max over the role's ranks (replay/result.h RankTimes).
   Bytes peak_allocated, peak_reserved, peak_device, nccl;
+  Bytes fragmentation, inactive_split_peak;
   Breakdown breakdown;
 };
 
@@ -42,7 +43,7 @@ struct SimulateSummary {
   SimTime iteration_time;
   double tokens_per_s_per_gpu = 0, model_tflops_per_gpu = 0, mfu = 0;
   // Peaks, max over ranks; the device's capacity and CUDA context.
-  Bytes peak_allocated, peak_reserved, peak_device, nccl;
+  Bytes peak_allocated, peak_reserved, peak_device, nccl, fragmentation;
   Bytes capacity, context;
   std::string alloc_conf;  // PYTORCH_CUDA_ALLOC_CONF in effect ("" = defaults)
   // Set when a rank ran out of memory: the iteration did not complete, and

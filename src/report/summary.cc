@@ -75,14 +75,14 @@ void append_header(const ExecutionGraph& g, const ReplayResult& r, std::string* 
 
 // Columns are as wide as their widest cell, so large jobs stay aligned.
 void append_role_table(const ReplayResult& r, std::string* out) {
-  using Row = std::array<std::string, 8>;
+  using Row = std::array<std::string, 9>;
   std::vector<Row> rows = {{"role", "ranks", "compute_ms", "exposed_comm_ms", "idle_ms",
-                            "allocated_GiB", "reserved_GiB", "device_GiB"}};
+                            "allocated_GiB", "reserved_GiB", "frag_GiB", "device_GiB"}};
   auto gib3 = [](Bytes b) { return fmt::format("{:.3f}", b.gib()); };
   for (const RoleSummary& s : r.roles) {
     rows.push_back({s.name, std::to_string(s.num_ranks), ms3(s.mean.compute),
                     ms3(s.mean.exposed_comm), ms3(s.mean.idle), gib3(s.max.peak_allocated),
-                    gib3(s.max.peak_reserved), gib3(s.max.peak_device)});
+                    gib3(s.max.peak_reserved), gib3(s.max.fragmentation), gib3(s.max.peak_device)});
   }
   const std::size_t cols = rows[0].size();
   std::vector<std::size_t> width(cols, 0);
@@ -95,8 +95,8 @@ void append_role_table(const ReplayResult& r, std::string* out) {
     out->append(line).append("\n");
   }
   out->append(
-      "(times: mean over the role's ranks; memory: peaks, max over the role's ranks; device = "
-      "reserved + NCCL + context)\n");
+      "(times: mean over the role's ranks; memory: peaks, max over the role's ranks; frag = "
+      "reserved - allocated when reserved peaked; device = reserved + NCCL + context)\n");
 }
 
 // A deadlock of thousands of ranks would bury the table: the summary shows

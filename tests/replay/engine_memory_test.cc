@@ -46,6 +46,33 @@ TEST(EngineMemoryTest, RecordStreamFreeWaitsForTheStream) {
   EXPECT_EQ(r.roles[0].max.peak_reserved.count, 24 * kMiB);   // the block was still in use
 }
 
+TEST(EngineMemoryTest, FragmentationIsReservedMinusAllocatedAtTheReservedPeak) {
+  // 6 MiB splits a 20 MiB segment (14 MiB free in it); 30 MiB takes its own
+  // segment. Reserved peaks at 50 MiB with 36 MiB allocated.
+  RoleBuilder b("r", {"s"});
+  const int a = b.alloc(0, Bytes{6 * kMiB});
+  const int c = b.alloc(0, Bytes{30 * kMiB});
+  b.free(0, c);
+  b.free(0, a);
+  auto g = make_graph({{"rank", 4}}, 8, {}, {std::move(b).build()}, {0, 0, 0, 0});
+  for (bool fold : {true, false}) {
+    AllocatorMemoryModel memory(DeviceMemoryOptions{});
+    const ReplayResult r = run_with(g, memory, fold);
+    EXPECT_EQ(r.roles[0].max.peak_reserved.count, 50 * kMiB) << fold;
+    EXPECT_EQ(r.roles[0].max.fragmentation.count, 14 * kMiB) << fold;
+    EXPECT_EQ(r.roles[0].mean.fragmentation.count, 14 * kMiB) << fold;
+    EXPECT_EQ(r.roles[0].max.inactive_split_peak.count, 14 * kMiB) << fold;
+  }
+}
+
+TEST(EngineMemoryTest, BlockAwaitingItsStreamIsFragmentation) {
+  // At the 24 MiB reserved peak the first block is freed but still in use
+  // on the side stream: reserved, not allocated.
+  const ReplayResult r = record_stream_case(100, 0, true);
+  EXPECT_EQ(r.roles[0].max.fragmentation.count, 12 * kMiB);
+  EXPECT_EQ(r.roles[0].max.inactive_split_peak.count, 0);  // whole segments, never split
+}
+
 TEST(EngineMemoryTest, RecordStreamFreeIsImmediateOnceTheStreamIsDone) {
   const ReplayResult r = record_stream_case(100, 200, true);
   EXPECT_EQ(r.roles[0].max.peak_reserved.count, 12 * kMiB);

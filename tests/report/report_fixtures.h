@@ -83,8 +83,9 @@ inline ExecutionGraph make_report_graph() {
   return g;
 }
 
-// Memory: `peak_bytes` allocated, reserved 2 MiB more, device 1 GiB more of
-// which 256 MiB is NCCL.
+// Memory: `peak_bytes` allocated, reserved 2 MiB more (1.5 MiB of it not
+// allocated at the reserved peak, 512 KiB in split segments), device 1 GiB
+// more of which 256 MiB is NCCL.
 inline RankTimes times(std::int64_t compute_ns, std::int64_t comm_ns, std::int64_t idle_ns,
                        std::int64_t finish_ns, std::int64_t peak_bytes) {
   return RankTimes{SimTime{compute_ns},
@@ -94,7 +95,9 @@ inline RankTimes times(std::int64_t compute_ns, std::int64_t comm_ns, std::int64
                    Bytes{peak_bytes},
                    Bytes{peak_bytes + (2 << 20)},
                    Bytes{peak_bytes + (2 << 20) + kGiB},
-                   Bytes{256 << 20}};
+                   Bytes{256 << 20},
+                   Bytes{3 << 19},
+                   Bytes{1 << 19}};
 }
 
 inline ReplayResult make_completed_result() {

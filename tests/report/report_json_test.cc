@@ -62,6 +62,8 @@ TEST(ReportJsonTest, RolesHaveMeanAndMax) {
   EXPECT_EQ(s0["peak_reserved_bytes"]["max"], 3 * kGiB / 2 + (2 << 20));
   EXPECT_EQ(s0["peak_device_bytes"]["max"], 5 * kGiB / 2 + (2 << 20));
   EXPECT_EQ(s0["nccl_bytes"]["mean"], 256 << 20);
+  EXPECT_EQ(s0["fragmentation_bytes"]["max"], 3 << 19);
+  EXPECT_EQ(s0["inactive_split_peak_bytes"]["mean"], 1 << 19);
   const Json& s1 = j["roles"][1];
   EXPECT_EQ(s1["name"], "stage_one_long");
   EXPECT_EQ(s1["compute_s"]["mean"].get<double>(), 2e-6);

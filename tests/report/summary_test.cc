@@ -17,13 +17,13 @@ using testing::make_report_graph;
 // The role table of make_completed_result() and make_deadlock_result().
 constexpr const char* kRoleTable =
     "role            ranks  compute_ms  exposed_comm_ms  idle_ms  allocated_GiB  reserved_GiB  "
-    "device_GiB\n"
+    "frag_GiB  device_GiB\n"
     "stage0              2      10.000            1.000    1.346          1.500         1.502    "
-    "   2.502\n"
+    " 0.001       2.502\n"
     "stage_one_long      2       0.002            0.000   12.345          0.000         0.002    "
-    "   1.002\n"
-    "(times: mean over the role's ranks; memory: peaks, max over the role's ranks; device = "
-    "reserved + NCCL + context)\n";
+    " 0.001       1.002\n"
+    "(times: mean over the role's ranks; memory: peaks, max over the role's ranks; frag = "
+    "reserved - allocated when reserved peaked; device = reserved + NCCL + context)\n";
 
 TEST(SummaryTest, CompletedReplay) {
   EXPECT_EQ(format_summary(make_report_graph(), make_completed_result()),
@@ -43,11 +43,11 @@ TEST(SummaryTest, ColumnsWidenForLargeValues) {
   r.roles[1].mean.exposed_comm = SimTime{98'765'432'109};  // 98765.432 ms
   const std::string text = format_summary(make_report_graph(), r);
   EXPECT_NE(text.find("role            ranks  compute_ms  exposed_comm_ms    idle_ms  "
-                      "allocated_GiB  reserved_GiB  device_GiB\n"
+                      "allocated_GiB  reserved_GiB  frag_GiB  device_GiB\n"
                       "stage0          16384      10.000            1.000  12345.679          "
-                      "1.500         1.502       2.502\n"
+                      "1.500         1.502     0.001       2.502\n"
                       "stage_one_long      2       0.002        98765.432     12.345          "
-                      "0.000         0.002       1.002\n"),
+                      "0.000         0.002     0.001       1.002\n"),
             std::string::npos)
       << text;
 }
