@@ -662,6 +662,9 @@ void check_random_job(const JobSpec& job, const std::string& yaml) {
     EXPECT_EQ(f.max.peak_allocated, unfolded.roles[r].max.peak_allocated) << f.name;
     EXPECT_EQ(f.mean.peak_allocated, unfolded.roles[r].mean.peak_allocated) << f.name;
     EXPECT_EQ(f.max.peak_reserved, unfolded.roles[r].max.peak_reserved) << f.name;
+    EXPECT_EQ(f.max.fragmentation, unfolded.roles[r].max.fragmentation) << f.name;
+    EXPECT_EQ(f.max.inactive_split_peak, unfolded.roles[r].max.inactive_split_peak) << f.name;
+    EXPECT_LE(f.max.fragmentation, f.max.peak_reserved) << f.name;
     EXPECT_EQ(f.max.finish, unfolded.roles[r].max.finish) << f.name;
     // The persistent state plus at least one layer's activations.
     const RoleFootprint& fp = b.roles[r];
