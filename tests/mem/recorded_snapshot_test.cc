@@ -24,6 +24,14 @@ nlohmann::json manifest() {
   return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
+// Replayed under the recorded settings, on a GPU of the recorded size.
+Result<SnapshotReplayResult> replay(const MemoryTrace& t) {
+  SnapshotReplayOptions options;
+  options.config = t.settings;
+  options.device_memory = t.device_total_memory;
+  return replay_memory_trace(t, options);
+}
+
 class RecordedSnapshotTest : public testing::TestWithParam<std::string> {};
 
 TEST(RecordedSnapshotManifestTest, HoldsEveryWorkloadOfTheRecorder) {
@@ -50,10 +58,7 @@ TEST_P(RecordedSnapshotTest, ReplaysEventForEventWithTorchsPeaks) {
   EXPECT_EQ(t.num_entries, info["trace_entries"].get<std::size_t>());
   EXPECT_EQ(t.device_total_memory, info["total_memory"].get<std::int64_t>());
 
-  SnapshotReplayOptions options;
-  options.config = t.settings;
-  options.device_memory = t.device_total_memory;
-  Result<SnapshotReplayResult> replayed = replay_memory_trace(t, options);
+  Result<SnapshotReplayResult> replayed = replay(t);
   ASSERT_TRUE(replayed.is_ok()) << replayed.status().message();
   const SnapshotReplayResult& r = replayed.value();
 
@@ -86,10 +91,7 @@ TEST(RecordedRetryTest, RetryReleasesTheCacheBeforeRunningOut) {
   // are released (a retry), and a request for the whole GPU runs out again.
   Result<MemoryTrace> t = load_memory_trace(kDir + "retry_oom.json");
   ASSERT_TRUE(t.is_ok()) << t.status().message();
-  SnapshotReplayOptions options;
-  options.config = t.value().settings;
-  options.device_memory = t.value().device_total_memory;
-  Result<SnapshotReplayResult> r = replay_memory_trace(t.value(), options);
+  Result<SnapshotReplayResult> r = replay(t.value());
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_EQ(r.value().recorded.ooms, 2);
   EXPECT_EQ(r.value().recorded.allocated_peak, std::int64_t{78} << 30);
