@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build
-  nlohmann-json3-dev libcli11-dev libfmt-dev libyaml-cpp-dev libabsl-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libyaml-cpp-dev libabsl-dev libasio-dev
   libgtest-dev libgmock-dev
   clang-format
 )

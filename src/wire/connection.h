@@ -1,0 +1,49 @@
+// Connection: a live rank's end of the wire (blocking, one thread at a time).
+// It numbers the frames it sends and checks the ones it receives
+// (wire/protocol.h); every wait has a deadline, so a coordinator that dies
+// or hangs is an error, never a hang.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "util/status.h"
+#include "wire/address.h"
+#include "wire/protocol.h"
+
+namespace prism::wire {
+
+class Connection {
+ public:
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Connects within `timeout`. A socket path that does not exist, a refused
+  // port or a coordinator that does not accept in time is an error naming
+  // the address.
+  static Result<std::unique_ptr<Connection>> open(const Address& a,
+                                                  std::chrono::milliseconds timeout);
+
+  Status send(const Message& m);
+  // The next message, waiting at most `timeout`. Errors: the coordinator
+  // closed the connection, sent a malformed frame, or sent nothing in time.
+  Result<Message> receive(std::chrono::milliseconds timeout);
+
+  // How long receive() polls without blocking before it sleeps in poll():
+  // a live rank about to wait anyway trades a spinning core for about half
+  // of the round trip (docs/benchmarks.md, prism_bench_wire). Default 0.
+  void set_spin(std::chrono::microseconds spin);
+
+  const Address& address() const;
+  // Frames sent and received so far.
+  std::uint32_t sent() const;
+  std::uint32_t received() const;
+
+ private:
+  struct Impl;
+  explicit Connection(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prism::wire

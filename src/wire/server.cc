@@ -1,0 +1,232 @@
+#include "wire/server.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <asio.hpp>
+
+#include "wire/endpoint.h"
+
+namespace prism::wire {
+
+namespace {
+using GenericSocket = asio::generic::stream_protocol::socket;
+using GenericAcceptor = asio::basic_socket_acceptor<asio::generic::stream_protocol>;
+}  // namespace
+
+struct Server::Impl {
+  struct Peer {
+    explicit Peer(GenericSocket s, asio::io_context& io) : socket(std::move(s)), idle(io) {}
+    GenericSocket socket;
+    asio::steady_timer idle;
+    std::array<char, 65536> buf;
+    FrameDecoder decoder;
+    std::deque<std::string> out;
+    std::uint32_t sent = 0;
+    bool writing = false;
+    bool closing = false;   // close once `out` is written
+    bool said_bye = false;  // its Bye arrived: end of stream is orderly
+    std::string name;       // its address, for messages
+  };
+
+  Impl(ServerHandler& h, ServerOptions o) : handler(h), options(o) {}
+
+  void accept(GenericAcceptor& acceptor, Address where) {
+    acceptor.async_accept([this, &acceptor, where](const asio::error_code& ec, GenericSocket s) {
+      if (ec == asio::error::operation_aborted) return;
+      if (!ec) {
+        set_no_delay(where, s);
+        const PeerId id = next_id++;
+        auto p = std::make_unique<Peer>(std::move(s), io);
+        p->name = fmt::format("{} peer {}", where.to_string(), id);
+        Peer& peer = *p;
+        peers.emplace(id, std::move(p));
+        handler.on_connect(id);
+        arm_idle(id, peer);
+        read(id, peer);
+      }
+      accept(acceptor, where);
+    });
+  }
+
+  void arm_idle(PeerId id, Peer& p) {
+    if (options.idle_timeout.count() <= 0) return;
+    p.idle.expires_after(options.idle_timeout);
+    p.idle.async_wait([this, id](const asio::error_code& ec) {
+      if (ec) return;  // re-armed or closed
+      drop(id, Status::io_error(fmt::format("{}: no message for {} ms", peer_name(id),
+                                            options.idle_timeout.count())));
+    });
+  }
+
+  void read(PeerId id, Peer& p) {
+    p.socket.async_read_some(asio::buffer(p.buf), [this, id](const asio::error_code& ec,
+                                                             std::size_t n) {
+      auto it = peers.find(id);
+      if (it == peers.end()) return;
+      Peer& peer = *it->second;
+      if (ec) {
+        if (ec == asio::error::operation_aborted) return;
+        if (ec == asio::error::eof && peer.said_bye && peer.decoder.buffered() == 0) {
+          drop(id, Status::ok());
+        } else if (ec == asio::error::eof) {
+          drop(id,
+               Status::io_error(fmt::format(
+                   "{}: connection closed {}", peer.name,
+                   peer.decoder.buffered() > 0 ? "in the middle of a frame" : "without a bye")));
+        } else {
+          drop(id, Status::io_error(fmt::format("{}: {}", peer.name, ec.message())));
+        }
+        return;
+      }
+      peer.decoder.feed(std::string_view(peer.buf.data(), n));
+      arm_idle(id, peer);
+      for (;;) {
+        Result<std::optional<Message>> m = peer.decoder.next();
+        if (!m.is_ok()) {
+          const Status why = m.status().with_context(peer.name);
+          send(id, Error{ErrorCode::kProtocol, m.status().message()});
+          close(id);
+          handler.on_close(id, why);
+          return;
+        }
+        if (!m.value()) break;
+        if (std::holds_alternative<Bye>(*m.value())) peer.said_bye = true;
+        handler.on_message(id, std::move(*m.value()));
+        if (!peers.contains(id) || peer.closing) return;  // the handler closed it
+      }
+      read(id, peer);
+    });
+  }
+
+  void send(PeerId id, const Message& m) {
+    auto it = peers.find(id);
+    if (it == peers.end() || it->second->closing) return;
+    Peer& p = *it->second;
+    p.out.push_back(encode(m, p.sent++));
+    write(id, p);
+  }
+
+  void write(PeerId id, Peer& p) {
+    if (p.writing) return;
+    if (p.out.empty()) {
+      if (p.closing) erase(id);
+      return;
+    }
+    p.writing = true;
+    asio::async_write(
+        p.socket, asio::buffer(p.out.front()), [this, id](const asio::error_code& ec, std::size_t) {
+          auto it = peers.find(id);
+          if (it == peers.end()) return;
+          Peer& peer = *it->second;
+          peer.writing = false;
+          if (ec) {
+            if (peer.closing) return erase(id);
+            return drop(id,
+                        Status::io_error(fmt::format("{}: sending: {}", peer.name, ec.message())));
+          }
+          peer.out.pop_front();
+          write(id, peer);
+        });
+  }
+
+  void close(PeerId id) {
+    auto it = peers.find(id);
+    if (it == peers.end()) return;
+    it->second->closing = true;
+    write(id, *it->second);
+  }
+
+  // The peer is gone: tell the handler once.
+  void drop(PeerId id, const Status& why) {
+    if (!peers.contains(id)) return;
+    const bool closing = peers.at(id)->closing;
+    erase(id);
+    if (!closing) handler.on_close(id, why);
+  }
+
+  void erase(PeerId id) {
+    auto it = peers.find(id);
+    if (it == peers.end()) return;
+    asio::error_code ignored;
+    it->second->idle.cancel();
+    it->second->socket.shutdown(asio::socket_base::shutdown_both, ignored);
+    it->second->socket.close(ignored);
+    // Handlers still queued for this peer find it gone.
+    peers.erase(it);
+  }
+
+  std::string peer_name(PeerId id) const {
+    auto it = peers.find(id);
+    return it == peers.end() ? fmt::format("peer {}", id) : it->second->name;
+  }
+
+  ServerHandler& handler;
+  ServerOptions options;
+  asio::io_context io;
+  std::vector<std::unique_ptr<GenericAcceptor>> acceptors;
+  std::vector<std::string> unix_paths;
+  std::map<PeerId, std::unique_ptr<Peer>> peers;
+  PeerId next_id = 0;
+};
+
+Server::Server(ServerHandler& handler, ServerOptions options)
+    : impl_(std::make_unique<Impl>(handler, options)) {}
+
+Server::~Server() {
+  asio::error_code ignored;
+  for (auto& a : impl_->acceptors) a->close(ignored);
+  while (!impl_->peers.empty()) impl_->erase(impl_->peers.begin()->first);
+  for (const std::string& path : impl_->unix_paths) ::unlink(path.c_str());
+}
+
+Result<Address> Server::listen(const Address& a) {
+  PRISM_ASSIGN_OR_RETURN(const asio::generic::stream_protocol::endpoint ep,
+                         resolve_endpoint(a, impl_->io));
+  auto acceptor = std::make_unique<GenericAcceptor>(impl_->io);
+  asio::error_code ec;
+  acceptor->open(ep.protocol(), ec);
+  if (!ec && a.kind == Address::Kind::kTcp)
+    acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(ep, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return Status::io_error(fmt::format("{}: cannot listen: {}", a.to_string(), ec.message()));
+  const Address bound = address_of(a, acceptor->local_endpoint());
+  if (a.kind == Address::Kind::kUnix) impl_->unix_paths.push_back(a.path);
+  impl_->accept(*acceptor, bound);
+  impl_->acceptors.push_back(std::move(acceptor));
+  return bound;
+}
+
+void Server::send(PeerId peer, const Message& m) {
+  impl_->send(peer, m);
+}
+void Server::close(PeerId peer) {
+  impl_->close(peer);
+}
+std::size_t Server::num_peers() const {
+  return impl_->peers.size();
+}
+
+void Server::run_for(std::chrono::milliseconds d) {
+  impl_->io.restart();
+  impl_->io.run_for(d);
+}
+
+void Server::poll() {
+  impl_->io.restart();
+  impl_->io.poll();
+}
+
+void Server::stop() {
+  impl_->io.stop();
+}
+
+}  // namespace prism::wire
