@@ -1,0 +1,133 @@
+/* PrismLLM client: how a live rank of an emulated job talks to the
+ * coordinator (docs/protocol.md). C ABI, for C and C++ programs and for
+ * PrismLLM's interposers.
+ *
+ * A live rank connects, declares its communicators, and enters each
+ * communication op. The coordinator answers with the op's completion in
+ * virtual time: when the op would complete at full scale. The client keeps
+ * the rank's virtual clock. Between calls, virtual time advances with the
+ * real clock, because the rank's compute is real. prism_wait() holds the
+ * rank until the op's completion, sleeping real time when the completion
+ * lies ahead. When the coordinator's answer comes after that moment, the
+ * lateness is not counted: the clock restarts at the completion.
+ *
+ * One client per rank. Calls on one client must not overlap: use one
+ * thread, or lock around calls. Every call returns a prism_status; after a
+ * failure, prism_last_error() says what went wrong and where. Nothing waits
+ * forever: each wait has the timeout given to prism_connect. */
+#ifndef PRISM_CLIENT_H_
+#define PRISM_CLIENT_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+#define PRISM_NOEXCEPT noexcept
+extern "C" {
+#else
+#define PRISM_NOEXCEPT
+#endif
+
+#define PRISM_API __attribute__((visibility("default")))
+
+typedef struct prism_client prism_client;
+
+typedef enum {
+  PRISM_OK = 0,
+  PRISM_ERR_ARGUMENT = 1, /* a bad argument: null pointer, unknown ticket, bad address */
+  PRISM_ERR_CONNECT = 2,  /* no coordinator at the address, or none in time */
+  PRISM_ERR_PROTOCOL = 3, /* the connection broke: closed, malformed, or no answer in time */
+  PRISM_ERR_REJECTED = 4, /* the coordinator refused: wrong rank, unknown communicator, mismatch */
+  PRISM_ERR_ABORTED = 5   /* the emulation ended: another rank failed, a timeout */
+} prism_status;
+
+/* What a communication op is. The first seven follow NCCL's collectives. */
+typedef enum {
+  PRISM_ALL_REDUCE = 0,
+  PRISM_ALL_GATHER = 1,
+  PRISM_REDUCE_SCATTER = 2,
+  PRISM_BROADCAST = 3,
+  PRISM_REDUCE = 4,
+  PRISM_ALL_TO_ALL = 5,
+  PRISM_BARRIER = 6,
+  PRISM_SEND = 7,
+  PRISM_RECV = 8
+} prism_op_code;
+
+/* Element types, as in the graph format (docs/graph-format.md). */
+typedef enum {
+  PRISM_FLOAT32 = 0,
+  PRISM_FLOAT16 = 1,
+  PRISM_BFLOAT16 = 2,
+  PRISM_FLOAT8_E4M3 = 3,
+  PRISM_FLOAT8_E5M2 = 4,
+  PRISM_FLOAT64 = 5,
+  PRISM_INT8 = 6,
+  PRISM_UINT8 = 7,
+  PRISM_INT32 = 8,
+  PRISM_INT64 = 9
+} prism_dtype;
+
+typedef struct {
+  uint32_t comm;   /* a handle given to prism_comm_init */
+  uint16_t stream; /* the rank's stream the op runs on */
+  uint8_t code;    /* prism_op_code */
+  uint8_t dtype;   /* prism_dtype */
+  int64_t bytes;   /* a collective's per-rank buffer, or a transfer's size */
+  int32_t peer;    /* send/recv: the peer's rank in comm; broadcast/reduce: the root */
+  int32_t tag;
+  uint32_t group; /* nonzero for the ops of one ncclGroupStart/End */
+} prism_op;
+
+/* Connects as `rank` of `world_size` and waits for the coordinator's welcome.
+ * address: "unix:PATH" or "tcp:HOST:PORT"; NULL reads $PRISM_COORDINATOR.
+ * timeout_ms bounds this call and every later wait; 0 means 60000. On
+ * failure, *out is still set: its prism_last_error() says why, and
+ * prism_close() frees it. *out is NULL only when memory ran out. */
+PRISM_API prism_status prism_connect(const char* address, int32_t rank, int32_t world_size,
+                                     int32_t local_rank, const char* program, int32_t timeout_ms,
+                                     prism_client** out) PRISM_NOEXCEPT;
+
+/* Declares communicator `comm` before its first op. members: nranks global
+ * ranks in communicator order, or NULL when unknown (ncclCommInitRank). */
+PRISM_API prism_status prism_comm_init(prism_client* c, uint32_t comm, int32_t nranks,
+                                       int32_t rank_in_comm, const int32_t* members,
+                                       uint64_t id_hash) PRISM_NOEXCEPT;
+
+/* Enters a communication op at the rank's current virtual time. It does not
+ * wait: *ticket names the op for prism_completion and prism_wait. */
+PRISM_API prism_status prism_enter(prism_client* c, const prism_op* op,
+                                   uint64_t* ticket) PRISM_NOEXCEPT;
+
+/* Blocks until the coordinator has answered for `ticket`. Then
+ * *completion_ns is the op's completion in virtual time. */
+PRISM_API prism_status prism_completion(prism_client* c, uint64_t ticket,
+                                        int64_t* completion_ns) PRISM_NOEXCEPT;
+
+/* Blocks until the op completes: the answer is in and the rank's virtual
+ * clock has reached the completion. */
+PRISM_API prism_status prism_wait(prism_client* c, uint64_t ticket) PRISM_NOEXCEPT;
+
+/* Memory events (action 0 alloc, 1 free), iteration markers (code 0
+ * iteration begin, 1 iteration end, 2 micro-batch, 3 phase), and compute
+ * the rank measured, for capture. None of them waits. */
+PRISM_API prism_status prism_memory(prism_client* c, int action, uint64_t id, int64_t bytes,
+                                    uint16_t stream) PRISM_NOEXCEPT;
+PRISM_API prism_status prism_marker(prism_client* c, int code, int32_t value) PRISM_NOEXCEPT;
+PRISM_API prism_status prism_compute(prism_client* c, uint16_t stream, int64_t duration_ns,
+                                     const char* name) PRISM_NOEXCEPT;
+
+/* The rank's virtual time now, ns. */
+PRISM_API int64_t prism_now(const prism_client* c) PRISM_NOEXCEPT;
+
+/* Says goodbye (exit_code travels to the coordinator), closes and frees the
+ * client. c may be NULL. Returns the goodbye's status. */
+PRISM_API prism_status prism_close(prism_client* c, int32_t exit_code) PRISM_NOEXCEPT;
+
+/* The last failure's message; "" when none. Valid until the next call. */
+PRISM_API const char* prism_last_error(const prism_client* c) PRISM_NOEXCEPT;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PRISM_CLIENT_H_ */

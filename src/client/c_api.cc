@@ -1,0 +1,198 @@
+// The C ABI of include/prism/client.h over client::Client: decode and check
+// the arguments, call, translate the Status. No exception leaves here.
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "client/client.h"
+#include "prism/client.h"
+
+struct prism_client {
+  std::unique_ptr<prism::client::Client> client;  // null when connect failed
+  std::string last_error;
+};
+
+namespace {
+
+using prism::Status;
+using prism::client::Failure;
+
+prism_status status_of(Failure f) {
+  switch (f) {
+    case Failure::kNone:
+      return PRISM_OK;
+    case Failure::kArgument:
+      return PRISM_ERR_ARGUMENT;
+    case Failure::kConnect:
+      return PRISM_ERR_CONNECT;
+    case Failure::kProtocol:
+      return PRISM_ERR_PROTOCOL;
+    case Failure::kRejected:
+      return PRISM_ERR_REJECTED;
+    case Failure::kAborted:
+      return PRISM_ERR_ABORTED;
+  }
+  return PRISM_ERR_PROTOCOL;
+}
+
+prism_status done(prism_client* c, const Status& s) {
+  if (s.is_ok()) return PRISM_OK;
+  c->last_error = s.message();
+  return c->client ? status_of(c->client->last_failure()) : PRISM_ERR_CONNECT;
+}
+
+prism_status argument_error(prism_client* c, std::string why) {
+  if (c != nullptr) c->last_error = std::move(why);
+  return PRISM_ERR_ARGUMENT;
+}
+
+// The client, or null with an error set: c is null or its connect failed.
+prism::client::Client* usable(prism_client* c) {
+  if (c == nullptr) return nullptr;
+  if (!c->client) {
+    if (c->last_error.empty()) c->last_error = "not connected";
+    return nullptr;
+  }
+  return c->client.get();
+}
+
+}  // namespace
+
+extern "C" {
+
+prism_status prism_connect(const char* address, int32_t rank, int32_t world_size,
+                           int32_t local_rank, const char* program, int32_t timeout_ms,
+                           prism_client** out) noexcept {
+  if (out == nullptr) return PRISM_ERR_ARGUMENT;
+  *out = new (std::nothrow) prism_client;
+  prism_client* c = *out;
+  if (c == nullptr) return PRISM_ERR_CONNECT;
+  try {
+    const char* where = address != nullptr ? address : std::getenv("PRISM_COORDINATOR");
+    if (where == nullptr)
+      return argument_error(c, "no coordinator address: pass one or set PRISM_COORDINATOR");
+    prism::Result<prism::wire::Address> a = prism::wire::parse_address(where);
+    if (!a.is_ok()) return argument_error(c, a.status().message());
+    if (world_size < 1 || rank < 0 || rank >= world_size || local_rank < 0) {
+      return argument_error(c, "rank " + std::to_string(rank) + " of world size " +
+                                   std::to_string(world_size) + " (local rank " +
+                                   std::to_string(local_rank) + ") is not a rank of the job");
+    }
+    if (timeout_ms < 0) return argument_error(c, "timeout_ms must not be negative");
+    const prism::client::Client::Identity who{rank, world_size, local_rank,
+                                              program != nullptr ? program : ""};
+    Failure failure = Failure::kNone;
+    prism::Result<std::unique_ptr<prism::client::Client>> r = prism::client::Client::connect(
+        a.value(), who, std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 60000), &failure);
+    if (!r.is_ok()) {
+      c->last_error = r.status().message();
+      return status_of(failure);
+    }
+    c->client = std::move(r).value();
+    return PRISM_OK;
+  } catch (const std::exception& e) {
+    c->last_error = e.what();
+    return PRISM_ERR_CONNECT;
+  }
+}
+
+prism_status prism_comm_init(prism_client* c, uint32_t comm, int32_t nranks, int32_t rank_in_comm,
+                             const int32_t* members, uint64_t id_hash) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  try {
+    std::vector<int32_t> list;
+    if (members != nullptr && nranks > 0) list.assign(members, members + nranks);
+    return done(c, cl->comm_init(comm, nranks, rank_in_comm, std::move(list), id_hash));
+  } catch (const std::exception& e) {
+    return argument_error(c, e.what());
+  }
+}
+
+prism_status prism_enter(prism_client* c, const prism_op* op, uint64_t* ticket) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  if (op == nullptr || ticket == nullptr)
+    return argument_error(c, "prism_enter: null op or ticket");
+  if (op->code > PRISM_RECV)
+    return argument_error(c, "prism_enter: unknown op code " + std::to_string(op->code));
+  if (op->dtype > PRISM_INT64)
+    return argument_error(c, "prism_enter: unknown dtype " + std::to_string(op->dtype));
+  prism::wire::Op w;
+  w.comm = op->comm;
+  w.stream = op->stream;
+  w.code = static_cast<prism::wire::OpCode>(op->code);
+  w.dtype = static_cast<prism::DType>(op->dtype);
+  w.bytes = op->bytes;
+  w.peer = op->peer;
+  w.tag = op->tag;
+  w.group = op->group;
+  prism::Result<std::uint64_t> t = cl->enter(w);
+  if (!t.is_ok()) return done(c, t.status());
+  *ticket = t.value();
+  return PRISM_OK;
+}
+
+prism_status prism_completion(prism_client* c, uint64_t ticket, int64_t* completion_ns) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  if (completion_ns == nullptr) return argument_error(c, "prism_completion: null completion_ns");
+  prism::Result<std::int64_t> r = cl->completion(ticket);
+  if (!r.is_ok()) return done(c, r.status());
+  *completion_ns = r.value();
+  return PRISM_OK;
+}
+
+prism_status prism_wait(prism_client* c, uint64_t ticket) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  return done(c, cl->wait(ticket));
+}
+
+prism_status prism_memory(prism_client* c, int action, uint64_t id, int64_t bytes,
+                          uint16_t stream) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  if (action != 0 && action != 1)
+    return argument_error(
+        c, "prism_memory: action " + std::to_string(action) + " is not 0 (alloc) or 1 (free)");
+  return done(c, cl->memory(static_cast<prism::wire::MemoryAction>(action), id, bytes, stream));
+}
+
+prism_status prism_marker(prism_client* c, int code, int32_t value) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  if (code < 0 || code > 3)
+    return argument_error(c, "prism_marker: unknown code " + std::to_string(code));
+  return done(c, cl->marker(static_cast<prism::wire::MarkerCode>(code), value));
+}
+
+prism_status prism_compute(prism_client* c, uint16_t stream, int64_t duration_ns,
+                           const char* name) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  try {
+    return done(c, cl->compute(stream, duration_ns, name != nullptr ? name : ""));
+  } catch (const std::exception& e) {
+    return argument_error(c, e.what());
+  }
+}
+
+int64_t prism_now(const prism_client* c) noexcept {
+  return c != nullptr && c->client ? c->client->now() : 0;
+}
+
+prism_status prism_close(prism_client* c, int32_t exit_code) noexcept {
+  if (c == nullptr) return PRISM_OK;
+  prism_status s = PRISM_OK;
+  if (c->client) s = done(c, c->client->close(exit_code));
+  delete c;
+  return s;
+}
+
+const char* prism_last_error(const prism_client* c) noexcept {
+  return c != nullptr ? c->last_error.c_str() : "no client";
+}
+
+}  // extern "C"
