@@ -22,30 +22,43 @@ std::string rank_list(const std::vector<Rank>& ranks) {
   return s;
 }
 
+// RankTimes's fields, by unit: sums, maxima and means walk these tables.
+constexpr std::array<SimTime RankTimes::*, 4> kTimeFields{
+    &RankTimes::compute, &RankTimes::exposed_comm, &RankTimes::idle, &RankTimes::finish};
+constexpr std::array<Bytes RankTimes::*, 6> kByteFields{
+    &RankTimes::peak_allocated, &RankTimes::peak_reserved, &RankTimes::peak_device,
+    &RankTimes::nccl,           &RankTimes::fragmentation, &RankTimes::inactive_split_peak};
+
+// A field added to RankTimes must be added to a table.
+static_assert(sizeof(RankTimes) ==
+              sizeof(SimTime) * kTimeFields.size() + sizeof(Bytes) * kByteFields.size());
+
 // Sums of a role's ranks in 128 bits: 16,384 ranks x 2^50 ns overflows 64.
 struct TimeSums {
-  // compute, exposed, idle, finish, peak allocated/reserved/device, nccl,
-  // fragmentation, inactive split
-  std::array<Int128, 10> v{};
+  std::array<Int128, kTimeFields.size()> time{};
+  std::array<Int128, kByteFields.size()> bytes{};
 };
 
 void add_times(TimeSums* sum, RankTimes* mx, const RankTimes& t, std::int64_t times) {
-  const std::array<std::int64_t, 10> values{
-      t.compute.ns,           t.exposed_comm.ns,          t.idle.ns,           t.finish.ns,
-      t.peak_allocated.count, t.peak_reserved.count,      t.peak_device.count, t.nccl.count,
-      t.fragmentation.count,  t.inactive_split_peak.count};
-  for (std::size_t i = 0; i < values.size(); ++i)
-    sum->v[i] += static_cast<Int128>(values[i]) * times;
-  mx->compute = max(mx->compute, t.compute);
-  mx->exposed_comm = max(mx->exposed_comm, t.exposed_comm);
-  mx->idle = max(mx->idle, t.idle);
-  mx->finish = max(mx->finish, t.finish);
-  mx->peak_allocated = std::max(mx->peak_allocated, t.peak_allocated);
-  mx->peak_reserved = std::max(mx->peak_reserved, t.peak_reserved);
-  mx->peak_device = std::max(mx->peak_device, t.peak_device);
-  mx->nccl = std::max(mx->nccl, t.nccl);
-  mx->fragmentation = std::max(mx->fragmentation, t.fragmentation);
-  mx->inactive_split_peak = std::max(mx->inactive_split_peak, t.inactive_split_peak);
+  for (std::size_t i = 0; i < kTimeFields.size(); ++i) {
+    sum->time[i] += static_cast<Int128>((t.*kTimeFields[i]).ns) * times;
+    mx->*kTimeFields[i] = max(mx->*kTimeFields[i], t.*kTimeFields[i]);
+  }
+  for (std::size_t i = 0; i < kByteFields.size(); ++i) {
+    sum->bytes[i] += static_cast<Int128>((t.*kByteFields[i]).count) * times;
+    mx->*kByteFields[i] = std::max(mx->*kByteFields[i], t.*kByteFields[i]);
+  }
+}
+
+// The integer mean of `n` ranks; a mean is at most the maximum, so it fits
+// 64 bits again.
+RankTimes mean_times(const TimeSums& sum, std::int64_t n) {
+  RankTimes m;
+  for (std::size_t i = 0; i < kTimeFields.size(); ++i)
+    m.*kTimeFields[i] = SimTime{static_cast<std::int64_t>(sum.time[i] / n)};
+  for (std::size_t i = 0; i < kByteFields.size(); ++i)
+    m.*kByteFields[i] = Bytes{static_cast<std::int64_t>(sum.bytes[i] / n)};
+  return m;
 }
 
 }  // namespace
@@ -156,13 +169,7 @@ void Engine::collect_roles(ReplayResult* r) const {
   }
   for (std::size_t i = 0; i < g_.roles.size(); ++i) {
     RoleSummary& role = r->roles[i];
-    if (role.num_ranks == 0) continue;
-    const std::int64_t n = role.num_ranks;
-    // A mean is at most the maximum, so it fits 64 bits again.
-    auto mean = [&](int k) { return static_cast<std::int64_t>(sums[i].v[k] / n); };
-    role.mean = RankTimes{SimTime{mean(0)}, SimTime{mean(1)}, SimTime{mean(2)}, SimTime{mean(3)},
-                          Bytes{mean(4)},   Bytes{mean(5)},   Bytes{mean(6)},   Bytes{mean(7)},
-                          Bytes{mean(8)},   Bytes{mean(9)}};
+    if (role.num_ranks > 0) role.mean = mean_times(sums[i], role.num_ranks);
   }
 }
 
