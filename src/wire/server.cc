@@ -25,6 +25,7 @@ struct Server::Impl {
     explicit Peer(GenericSocket s, asio::io_context& io) : socket(std::move(s)), idle(io) {}
     GenericSocket socket;
     asio::steady_timer idle;
+    std::chrono::steady_clock::time_point last_heard;
     std::array<char, 65536> buf;
     FrameDecoder decoder;
     std::deque<std::string> out;
@@ -48,18 +49,26 @@ struct Server::Impl {
         Peer& peer = *p;
         peers.emplace(id, std::move(p));
         handler.on_connect(id);
-        arm_idle(id, peer);
+        peer.last_heard = std::chrono::steady_clock::now();
+        arm_idle(id, peer, options.idle_timeout);
         read(id, peer);
       }
       accept(acceptor, where);
     });
   }
 
-  void arm_idle(PeerId id, Peer& p) {
+  // The timer is armed once per timeout, not per message: on expiry it
+  // checks when the peer was last heard from and sleeps for the rest.
+  void arm_idle(PeerId id, Peer& p, std::chrono::steady_clock::duration wait) {
     if (options.idle_timeout.count() <= 0) return;
-    p.idle.expires_after(options.idle_timeout);
+    p.idle.expires_after(wait);
     p.idle.async_wait([this, id](const asio::error_code& ec) {
-      if (ec) return;  // re-armed or closed
+      if (ec) return;  // closed
+      auto it = peers.find(id);
+      if (it == peers.end()) return;
+      const auto silent = std::chrono::steady_clock::now() - it->second->last_heard;
+      if (silent < options.idle_timeout)
+        return arm_idle(id, *it->second, options.idle_timeout - silent);
       drop(id, Status::io_error(fmt::format("{}: no message for {} ms", peer_name(id),
                                             options.idle_timeout.count())));
     });
@@ -86,7 +95,7 @@ struct Server::Impl {
         return;
       }
       peer.decoder.feed(std::string_view(peer.buf.data(), n));
-      arm_idle(id, peer);
+      peer.last_heard = std::chrono::steady_clock::now();
       for (;;) {
         Result<std::optional<Message>> m = peer.decoder.next();
         if (!m.is_ok()) {

@@ -226,6 +226,21 @@ TEST(TransportTest, SilentPeerIsClosedAfterTheIdleTimeout) {
   EXPECT_THAT(r.status().message(), HasSubstr("the coordinator closed the connection"));
 }
 
+TEST(TransportTest, APeerThatKeepsTalkingOutlivesTheIdleTimeout) {
+  Running s(ServerOptions{100ms});
+  const Address a = s.listen(Address{Address::Kind::kUnix, socket_path("h.sock"), "", 0});
+  s.start();
+  auto c = open(a);
+  ASSERT_TRUE(c);
+  for (std::uint32_t i = 0; i < 10; ++i) {  // 10 x 30 ms: three timeouts' worth
+    std::this_thread::sleep_for(30ms);
+    ASSERT_TRUE(c->send(Op{i, 0, 0, OpCode::kAllReduce, DType::kBFloat16, 8, 0, 0, 0, 0}).is_ok());
+    Result<Message> r = c->receive(2000ms);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+  }
+  EXPECT_TRUE(s.handler.closed().empty());
+}
+
 TEST(TransportTest, NoAnswerInTimeIsAnError) {
   Running s;
   const Address a = s.listen(Address{Address::Kind::kUnix, socket_path("f.sock"), "", 0});
