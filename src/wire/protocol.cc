@@ -96,10 +96,10 @@ std::string encode(const Message& m, std::uint32_t seq) {
 }
 
 void FrameDecoder::feed(std::string_view bytes) {
-  if (pos_ > 0 && pos_ == buf_.size()) {
-    buf_.clear();
-    pos_ = 0;
-  }
+  // Drop the decoded frames first: what is left is at most a partial frame,
+  // so a long connection whose reads split frames does not grow the buffer.
+  buf_.erase(0, pos_);
+  pos_ = 0;
   buf_.append(bytes);
 }
 
@@ -137,10 +137,6 @@ Result<std::optional<Message>> FrameDecoder::next() {
   if (!why.empty()) return fail(why);
   pos_ += kHeaderSize + length;
   ++seq_;
-  if (pos_ == buf_.size()) {
-    buf_.clear();
-    pos_ = 0;
-  }
   return m;
 }
 
