@@ -7,6 +7,7 @@
 // recording (manifest.json).
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,10 @@ namespace prism {
 namespace {
 
 const std::string kDir = PRISM_SOURCE_DIR "/tests/mem/data/h100-torch2.11/";
+// Every workload of scripts/record_memory_snapshot.py.
+const std::vector<std::string> kWorkloads = {"mlp_adam",   "transformer_adam", "record_stream",
+                                             "expandable", "max_split",        "roundup",
+                                             "gpt_bf16",   "retry_oom",        "expandable_oom"};
 
 nlohmann::json manifest() {
   std::ifstream in(kDir + "manifest.json");
@@ -37,8 +42,7 @@ class RecordedSnapshotTest : public testing::TestWithParam<std::string> {};
 TEST(RecordedSnapshotManifestTest, HoldsEveryWorkloadOfTheRecorder) {
   const nlohmann::json m = manifest();
   ASSERT_TRUE(m.is_object());
-  for (const char* name : {"mlp_adam", "transformer_adam", "record_stream", "expandable",
-                           "max_split", "roundup", "gpt_bf16", "retry_oom", "expandable_oom"}) {
+  for (const std::string& name : kWorkloads) {
     ASSERT_TRUE(m.contains(name)) << name;
     EXPECT_EQ(m[name]["torch"], "2.11.0+cu130") << name;
     EXPECT_EQ(m[name]["gpu"], "NVIDIA H100 80GB HBM3") << name;
@@ -79,10 +83,7 @@ TEST_P(RecordedSnapshotTest, ReplaysEventForEventWithTorchsPeaks) {
   EXPECT_EQ(r.modelled.num_ooms, info["num_ooms"].get<std::int64_t>());
 }
 
-INSTANTIATE_TEST_SUITE_P(H100Torch211, RecordedSnapshotTest,
-                         testing::Values("mlp_adam", "transformer_adam", "record_stream",
-                                         "expandable", "max_split", "roundup", "gpt_bf16",
-                                         "retry_oom", "expandable_oom"),
+INSTANTIATE_TEST_SUITE_P(H100Torch211, RecordedSnapshotTest, testing::ValuesIn(kWorkloads),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(RecordedRetryTest, RetryReleasesTheCacheBeforeRunningOut) {
