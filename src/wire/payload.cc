@@ -67,6 +67,7 @@ class Reader {
     if (error_.empty() && !valid(v)) fail(fmt::format("{} {} is not a known value", field, v));
     return static_cast<E>(v);
   }
+  bool ok() const { return error_.empty(); }
   void fail(std::string why) {
     if (error_.empty()) error_ = std::move(why);
   }
@@ -136,6 +137,12 @@ void write(Writer& w, const Compute& m) {
 }
 void write(Writer& w, const Bye& m) {
   w.put(m.exit_code), w.put(m.at);
+}
+void write(Writer& w, const Wait& m) {
+  w.put(m.wait_id), w.put(m.op_id), w.put(m.answers_seen), w.put(m.at), w.put(m.until);
+}
+void write(Writer& w, const Horizon& m) {
+  w.put(m.wait_id), w.put(m.at);
 }
 void write(Writer& w, const Welcome& m) {
   w.put(m.rank), w.put(m.world_size), w.put(m.start_at);
@@ -241,6 +248,26 @@ Bye read_bye(Reader& r) {
   return m;
 }
 
+Wait read_wait(Reader& r) {
+  Wait m;
+  m.wait_id = r.get<std::uint32_t>("wait_id");
+  m.op_id = r.get<std::uint32_t>("op_id");
+  m.answers_seen = r.get<std::uint32_t>("answers_seen");
+  m.at = r.get<std::int64_t>("at");
+  m.until = r.get<std::int64_t>("until");
+  r.non_negative(m.at, "at");
+  if (r.ok() && m.until < m.at) r.fail(fmt::format("until {} is before at {}", m.until, m.at));
+  return m;
+}
+
+Horizon read_horizon(Reader& r) {
+  Horizon m;
+  m.wait_id = r.get<std::uint32_t>("wait_id");
+  m.at = r.get<std::int64_t>("at");
+  r.non_negative(m.at, "at");
+  return m;
+}
+
 Welcome read_welcome(Reader& r) {
   Welcome m;
   m.rank = r.get<std::int32_t>("rank");
@@ -282,6 +309,10 @@ std::optional<Message> read_payload(MessageType t, Reader& r) {
       return read_compute(r);
     case MessageType::kBye:
       return read_bye(r);
+    case MessageType::kWait:
+      return read_wait(r);
+    case MessageType::kHorizon:
+      return read_horizon(r);
     case MessageType::kWelcome:
       return read_welcome(r);
     case MessageType::kComplete:

@@ -24,7 +24,7 @@ constexpr std::array<std::pair<OpCode, std::string_view>, kNumOpCodes> kOpCodeNa
     {OpCode::kRecv, "recv"},
 }};
 
-constexpr std::array<std::pair<MessageType, std::string_view>, 10> kTypeNames{{
+constexpr std::array<std::pair<MessageType, std::string_view>, 12> kTypeNames{{
     {MessageType::kHello, "hello"},
     {MessageType::kCommInit, "comm_init"},
     {MessageType::kOp, "op"},
@@ -32,9 +32,11 @@ constexpr std::array<std::pair<MessageType, std::string_view>, 10> kTypeNames{{
     {MessageType::kMarker, "marker"},
     {MessageType::kCompute, "compute"},
     {MessageType::kBye, "bye"},
+    {MessageType::kWait, "wait"},
     {MessageType::kWelcome, "welcome"},
     {MessageType::kComplete, "complete"},
     {MessageType::kError, "error"},
+    {MessageType::kHorizon, "horizon"},
 }};
 
 template <typename T>
@@ -76,9 +78,9 @@ static_assert(static_cast<int>(OpCode::kAllToAll) == static_cast<int>(Collective
 
 MessageType type_of(const Message& m) {
   static constexpr std::array<MessageType, std::variant_size_v<Message>> kTypes{
-      MessageType::kHello,    MessageType::kCommInit, MessageType::kOp,  MessageType::kMemory,
-      MessageType::kMarker,   MessageType::kCompute,  MessageType::kBye, MessageType::kWelcome,
-      MessageType::kComplete, MessageType::kError};
+      MessageType::kHello,   MessageType::kCommInit, MessageType::kOp,    MessageType::kMemory,
+      MessageType::kMarker,  MessageType::kCompute,  MessageType::kBye,   MessageType::kWait,
+      MessageType::kWelcome, MessageType::kComplete, MessageType::kError, MessageType::kHorizon};
   return kTypes[m.index()];
 }
 

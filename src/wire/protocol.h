@@ -49,10 +49,12 @@ enum class MessageType : std::uint16_t {
   kMarker = 5,
   kCompute = 6,
   kBye = 7,
+  kWait = 8,
   // coordinator -> live rank
   kWelcome = 64,
   kComplete = 65,
   kError = 66,
+  kHorizon = 67,
 };
 
 // The first message of a live rank: who it is.
@@ -146,6 +148,23 @@ struct Bye {
   std::int64_t at = 0;
 };
 
+// The rank stops sending from virtual time `at` until op `op_id` (kAnyOp:
+// whichever of its ops the coordinator answers first) completes, or until
+// virtual time `until`, whichever comes first. This is what lets the
+// coordinator run ahead of a waiting rank (docs/protocol.md, "Waiting").
+// `answers_seen` counts the Complete messages the rank had received when it
+// sent this: later ones may wake it. A wait that ends at `until` is answered
+// with a Horizon carrying its `wait_id`.
+inline constexpr std::uint32_t kAnyOp = 0xffffffff;
+inline constexpr std::int64_t kNoLimit = INT64_MAX;
+struct Wait {
+  std::uint32_t wait_id = 0;  // the rank's own numbering of its waits
+  std::uint32_t op_id = kAnyOp;
+  std::uint32_t answers_seen = 0;
+  std::int64_t at = 0;
+  std::int64_t until = kNoLimit;
+};
+
 // The coordinator accepts the rank; its virtual clock starts at `start_at`.
 struct Welcome {
   std::int32_t rank = 0;
@@ -172,8 +191,15 @@ struct Error {
   std::string message;
 };
 
-using Message =
-    std::variant<Hello, CommInit, Op, Memory, Marker, Compute, Bye, Welcome, Complete, Error>;
+// Wait `wait_id` reached its `until` (= `at`) with none of the ops it waits
+// for complete: the rank goes on at `at`.
+struct Horizon {
+  std::uint32_t wait_id = 0;
+  std::int64_t at = 0;
+};
+
+using Message = std::variant<Hello, CommInit, Op, Memory, Marker, Compute, Bye, Wait, Welcome,
+                             Complete, Error, Horizon>;
 
 MessageType type_of(const Message& m);
 std::string_view to_string(MessageType t);

@@ -26,9 +26,12 @@ std::vector<Message> every_message() {
       Marker{MarkerCode::kIterationEnd, 4, 6'204'000'000},
       Compute{0, 50, 1'053'860, "attn_bwd"},
       Bye{0, 7'000'000'000},
+      Wait{3, 12, 40, 130'000'000, 150'000'000},
+      Wait{4, kAnyOp, 41, 150'000'000, kNoLimit},
       Welcome{3, 8192, 0, "llama3-8b-h100-64"},
       Complete{12, 130'000'000},
       Error{ErrorCode::kMismatch, "rank 3 op 12: the graph has all_gather of 4 MiB here"},
+      Horizon{3, 150'000'000},
   };
 }
 
@@ -194,6 +197,8 @@ TEST(ProtocolTest, RejectsValuesOutOfRange) {
        "frame 0 (op): at -1 is negative"},
       {Memory{MemoryAction::kAlloc, 1, -1, 0, 0}, "frame 0 (memory): bytes -1 is negative"},
       {Compute{0, 0, -3, "k"}, "frame 0 (compute): duration -3 is negative"},
+      {Wait{1, 2, 0, 50, 40}, "frame 0 (wait): until 40 is before at 50"},
+      {Horizon{1, -4}, "frame 0 (horizon): at -4 is negative"},
   };
   for (const Case& c : cases) EXPECT_EQ(rejection(encode(c.m, 0)), c.why);
 }
