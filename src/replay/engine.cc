@@ -38,16 +38,32 @@ Result<ReplayResult> replay(const ExecutionGraph& g, const ReplayOptions& option
 }
 
 Result<ReplayResult> Engine::run() {
-  for (std::uint32_t s = 0; s < sranks_.size(); ++s)
+  start();
+  PRISM_ASSIGN_OR_RETURN(const SimTime left, step());
+  PRISM_CHECK(left == SimTime::never() || stopped_, "a replay without live ranks stopped early");
+  return collect();
+}
+
+void Engine::start() {
+  for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
+    if (sranks_[s].live) continue;  // live ranks' ops come from outside
     for (std::uint16_t st = 0; st < g_.roles[sranks_[s].role].streams.size(); ++st)
       wakes_.emplace_back(s, st);
+  }
   drain_wakes();
-  std::vector<TransferId> done;
+}
+
+// Runs events in time order until none is left, the replay stopped, or the
+// next one is at or after the live ranks' horizon (asked after every event:
+// a live rank's completion can lower it). Returns the next event's time.
+Result<SimTime> Engine::step() {
   while (!stopped_) {
+    const SimTime horizon = listener_ != nullptr ? listener_->horizon() : SimTime::never();
     const SimTime tn = models_.network->next_completion();
     const SimTime tq = queue_.next_time();
-    if (tn == SimTime::never() && tq == SimTime::never()) break;
-    if (min(tn, tq) > kTimeHorizon) {
+    const SimTime next = min(tn, tq);
+    if (next == SimTime::never() || next >= horizon) return next;
+    if (next > kTimeHorizon) {
       return Status::invalid_argument(fmt::format(
           "simulated time passed {} s (the limit): the graph's durations add up to too much",
           kTimeHorizon.ns / 1'000'000'000));
@@ -55,20 +71,24 @@ Result<ReplayResult> Engine::run() {
     if (tn <= tq) {  // transfers before compute at equal times: a fixed rule
       queue_.advance_to(tn);
       now_ = tn;
-      done.clear();
-      models_.network->take_completed(tn, &done);
-      for (TransferId id : done) finish_transfer(id);
+      done_.clear();
+      models_.network->take_completed(tn, &done_);
+      for (TransferId id : done_) finish_transfer(id);
     } else {
       const auto e = queue_.pop();
       now_ = e.time;
-      StreamState& ss = streams_[sranks_[e.payload.srank].first_stream + e.payload.stream];
-      complete(Arrival{static_cast<std::int32_t>(e.payload.srank), e.payload.stream, e.payload.op,
-                       ss.issued_at},
-               ss.issued_at);
+      if (e.priority() == kLiveArrival) {
+        arrive_live(e.payload.srank, e.payload.op);
+      } else {
+        StreamState& ss = streams_[sranks_[e.payload.srank].first_stream + e.payload.stream];
+        complete(Arrival{static_cast<std::int32_t>(e.payload.srank), e.payload.stream, e.payload.op,
+                         ss.issued_at},
+                 ss.issued_at);
+      }
     }
     drain_wakes();
   }
-  return collect();
+  return SimTime::never();
 }
 
 void Engine::drain_wakes() {
@@ -260,6 +280,10 @@ void Engine::finish_transfer(TransferId id) {
 // re-entered.
 void Engine::complete(const Arrival& a, SimTime transfer_start) {
   SimRank& sr = sranks_[a.srank];
+  if (sr.live) {
+    complete_live(a, transfer_start);
+    return;
+  }
   const Op& op = g_.roles[sr.role].ops[a.op];
   if (op.kind == OpKind::kCompute) {
     account(sr, -1, 0);

@@ -10,6 +10,7 @@
 #include <absl/container/flat_hash_map.h>
 
 #include "replay/folding.h"
+#include "replay/live_replay.h"
 #include "replay/rendezvous.h"
 #include "replay/replay.h"
 #include "sim/event_queue.h"
@@ -19,9 +20,21 @@ namespace prism {
 
 class Engine {
  public:
-  Engine(const ExecutionGraph& g, const ReplayOptions& options, const ReplayModels& models);
+  // With a listener, options.live_ranks are live (replay/live_replay.h).
+  Engine(const ExecutionGraph& g, const ReplayOptions& options, const ReplayModels& models,
+         LiveListener* listener = nullptr);
   // Fails only when simulated time passes kTimeHorizon.
   Result<ReplayResult> run();
+
+  // Live mode, for LiveReplay: start() once, then step() whenever the
+  // horizon moves, enter_live() for each op a live rank enters.
+  void start();
+  Result<SimTime> step();
+  void enter_live(Rank rank, std::int32_t op, SimTime at);
+  void mark_live(Rank rank, SimTime at);
+  SimTime now() const { return now_; }
+  bool stopped() const { return stopped_; }
+  ReplayResult finish_live(const std::vector<LiveRankTimes>& live);
 
  private:
   // Per-role tables derived once from the program.
@@ -57,6 +70,7 @@ class Engine {
     std::uint32_t first_slot = 0;    // into comm_of_slot_
     std::uint32_t first_p2p = 0;     // into p2p_seq_
     bool traced = false;
+    bool live = false;
     int computing = 0;      // compute ops running
     int communicating = 0;  // communication ops with data moving
     SimTime last_change;
@@ -87,6 +101,12 @@ class Engine {
   void build_communicators();
   void build_p2p_sequences();
 
+  // Live arrivals run after compute completions at the same time.
+  static constexpr int kLiveArrival = 1;
+
+  std::uint32_t live_srank(Rank rank) const;
+  void arrive_live(std::uint32_t s, std::int32_t oi);
+  void complete_live(const Arrival& a, SimTime transfer_start);
   void drain_wakes();
   void try_advance(std::uint32_t s, std::uint16_t st);
   bool deps_done(const SimRank& sr, const Op& op) const;
@@ -115,10 +135,13 @@ class Engine {
   void collect_roles(ReplayResult* r) const;
   void collect_blocked(ReplayResult* r) const;
   void collect_memory_trace(ReplayResult* r) const;
+  void collect_timelines(ReplayResult* r) const;
 
   const ExecutionGraph& g_;
   const ReplayOptions& options_;
   ReplayModels models_;
+  LiveListener* listener_;
+  std::vector<LiveRankTimes> live_times_;  // per options_.live_ranks, set by finish_live
   SlotResolver resolver_;
   SlotUse used_;  // before fold_, which is computed from it
   FoldPlan fold_;
@@ -139,6 +162,7 @@ class Engine {
   EventQueue<Event> queue_;
   SimTime now_;
   std::vector<std::pair<std::uint32_t, std::uint16_t>> wakes_;  // FIFO of streams to advance
+  std::vector<TransferId> done_;  // transfers the network model completed, reused
   std::uint64_t op_events_ = 0;
   std::vector<TraceRecord> trace_;  // records of traced simulated ranks
   // Memory: record-stream waits per simulated stream (index as streams_),

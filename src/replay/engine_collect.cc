@@ -63,6 +63,14 @@ RankTimes mean_times(const TimeSums& sum, std::int64_t n) {
 
 }  // namespace
 
+SimTime mean_iteration(const std::vector<SimTime>& marks, SimTime finish) {
+  if (marks.empty()) return finish;
+  std::int64_t sum = 0;
+  for (std::size_t k = 0; k < marks.size(); ++k)
+    sum += ((k + 1 < marks.size() ? marks[k + 1] : max(finish, marks[k])) - marks[k]).ns;
+  return SimTime{sum / static_cast<std::int64_t>(marks.size())};
+}
+
 ReplayResult Engine::collect() {
   ReplayResult r;
   r.world_size = g_.world_size();
@@ -100,7 +108,18 @@ ReplayResult Engine::collect() {
                             }),
                 r.trace.end());
   collect_memory_trace(&r);
+  collect_timelines(&r);
   return r;
+}
+
+void Engine::collect_timelines(ReplayResult* r) const {
+  std::vector<Rank> ranks = options_.trace_ranks;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  for (Rank rank : ranks) {
+    const SimRank& sr = sranks_[fold_.class_of_rank[rank]];
+    r->timelines.push_back(RankTimeline{rank, sr.iteration_marks, sr.finish});
+  }
 }
 
 // Memory samples of the traced ranks, as their representatives' samples
@@ -153,9 +172,18 @@ void Engine::collect_roles(ReplayResult* r) const {
   for (std::size_t c = 0; c < sranks_.size(); ++c) {
     const SimRank& sr = sranks_[c];
     const MemoryPeaks p = models_.memory->peaks(static_cast<int>(c));
-    const RankTimes t{sr.compute,
-                      sr.exposed,
-                      sr.idle,
+    SimTime compute = sr.compute, exposed = sr.exposed, idle = sr.idle;
+    if (sr.live) {
+      // What the live rank measured: computing, waiting, and the rest idle.
+      const auto it = std::find(options_.live_ranks.begin(), options_.live_ranks.end(), sr.rank);
+      const LiveRankTimes& lt = live_times_[it - options_.live_ranks.begin()];
+      compute = lt.compute;
+      exposed = lt.wait;
+      idle = max(r->makespan - compute - exposed, SimTime::zero());
+    }
+    const RankTimes t{compute,
+                      exposed,
+                      idle,
                       sr.finish,
                       p.allocated,
                       p.reserved,
@@ -208,6 +236,9 @@ void Engine::collect_blocked(ReplayResult* r) const {
     for (std::uint16_t st = 0; st < role.streams.size(); ++st) {
       const StreamState& ss = streams_[sr.first_stream + st];
       if (ss.finished) continue;
+      // A live rank's streams are the real process's: it is blocked only
+      // where one of its ops waits at a rendezvous.
+      if (sr.live && !why.contains({static_cast<std::int32_t>(s), st})) continue;
       BlockedRank b{sr.rank, fold_.class_size[s], sr.role, kNone, st, ""};
       if (auto it = why.find({static_cast<std::int32_t>(s), st}); it != why.end()) {
         std::tie(b.op, b.waiting_for) = it->second;

@@ -9,13 +9,16 @@
 
 namespace prism {
 
-Engine::Engine(const ExecutionGraph& g, const ReplayOptions& options, const ReplayModels& models)
+Engine::Engine(const ExecutionGraph& g, const ReplayOptions& options, const ReplayModels& models,
+               LiveListener* listener)
     : g_(g),
       options_(options),
       models_(models),
+      listener_(listener),
       resolver_(g.resolver()),
       used_(slots_used_by_role(g)),
-      fold_(plan_folding(g, used_, options.fold)) {
+      fold_(plan_folding(g, used_, options.fold, options.live_ranks)) {
+  PRISM_CHECK(listener != nullptr || options.live_ranks.empty(), "live ranks need a listener");
   build_role_tables();
   build_sim_ranks();
   build_communicators();
@@ -74,6 +77,8 @@ void Engine::build_sim_ranks() {
     sr.first_slot = static_cast<std::uint32_t>(c * g_.slots.size());
     sr.first_p2p = p2p;
     sr.traced = traced_class[c];
+    sr.live = std::find(options_.live_ranks.begin(), options_.live_ranks.end(), sr.rank) !=
+              options_.live_ranks.end();
     p2p += static_cast<std::uint32_t>(tables_[sr.role].num_p2p);
     streams += static_cast<std::uint32_t>(g_.roles[sr.role].streams.size());
     deps += static_cast<std::uint32_t>(tables_[sr.role].num_dep_targets);

@@ -30,7 +30,8 @@ class Interner {
 // point-to-point pairing the same across a class: without them a fan-in
 // (two senders, one receiver with a slot per sender) or a crossed pair of
 // tables would fold ranks whose messages pair differently.
-std::vector<std::int32_t> initial_colours(const ExecutionGraph& g, const SlotUse& used) {
+std::vector<std::int32_t> initial_colours(const ExecutionGraph& g, const SlotUse& used,
+                                          const std::vector<Rank>& singletons) {
   const SlotResolver res = g.resolver();
   Interner geometries;
   std::vector<std::vector<std::int32_t>> geometry_of_group(g.slots.size());
@@ -39,7 +40,8 @@ std::vector<std::int32_t> initial_colours(const ExecutionGraph& g, const SlotUse
   std::vector<Rank> members;
   for (Rank r = 0; r < g.world_size(); ++r) {
     const int role = g.role_of_rank[r];
-    Key key{role, g.compute_scale_ppm(r)};
+    const bool single = std::find(singletons.begin(), singletons.end(), r) != singletons.end();
+    Key key{role, g.compute_scale_ppm(r), single ? r : -1};
     std::vector<Rank> peers;
     for (int s : used.all[role]) {
       if (g.slots[s].kind == CommSlot::Kind::kGroup) {
@@ -144,14 +146,15 @@ SlotUse slots_used_by_role(const ExecutionGraph& g) {
   return use;
 }
 
-FoldPlan plan_folding(const ExecutionGraph& g, const SlotUse& used, bool fold) {
+FoldPlan plan_folding(const ExecutionGraph& g, const SlotUse& used, bool fold,
+                      const std::vector<Rank>& singletons) {
   FoldPlan plan;
   const int n = g.world_size();
   if (!fold) {
     plan.class_of_rank.resize(n);
     std::iota(plan.class_of_rank.begin(), plan.class_of_rank.end(), 0);
   } else {
-    std::vector<std::int32_t> colour = initial_colours(g, used);
+    std::vector<std::int32_t> colour = initial_colours(g, used, singletons);
     // Each round either splits a class or reaches the fixpoint. A difference
     // spreads one hop per round, so a long chain (a ring of thousands of
     // ranks with one straggler) needs rounds in proportion to its length,

@@ -41,8 +41,11 @@ struct SlotUse {
 SlotUse slots_used_by_role(const ExecutionGraph& g);
 
 // Identity plan (every rank its own class) when `fold` is false, or when the
-// refinement has not reached its fixpoint after kMaxRefinementRounds.
-FoldPlan plan_folding(const ExecutionGraph& g, const SlotUse& used, bool fold);
+// refinement has not reached its fixpoint after kMaxRefinementRounds. Each
+// rank of `singletons` (live ranks, whose timing comes from outside) starts
+// in a class of its own, and the refinement splits whoever it can touch.
+FoldPlan plan_folding(const ExecutionGraph& g, const SlotUse& used, bool fold,
+                      const std::vector<Rank>& singletons = {});
 inline FoldPlan plan_folding(const ExecutionGraph& g, bool fold) {
   return plan_folding(g, slots_used_by_role(g), fold);
 }

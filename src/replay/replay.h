@@ -33,6 +33,9 @@ namespace prism {
 struct ReplayOptions {
   bool fold = true;
   std::vector<Rank> trace_ranks;  // ranks whose executed ops go to ReplayResult::trace
+  // Live ranks (replay/live_replay.h): their ops come from outside. Only a
+  // LiveReplay takes them.
+  std::vector<Rank> live_ranks;
 };
 
 class NcclMemory;  // replay/nccl_memory.h

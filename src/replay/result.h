@@ -87,6 +87,18 @@ struct MemorySample {
   Bytes device;
 };
 
+// A traced rank's own timeline: when it passed its iteration markers and
+// when it finished.
+struct RankTimeline {
+  Rank rank = 0;
+  std::vector<SimTime> iteration_marks;
+  SimTime finish;
+};
+
+// The mean length of a rank's iterations: from each marker to the next, the
+// last one ending at `finish`; without markers, from 0 to `finish`.
+SimTime mean_iteration(const std::vector<SimTime>& marks, SimTime finish);
+
 struct ReplayResult {
   enum class Outcome { kCompleted, kDeadlock, kOutOfMemory };
   Outcome outcome = Outcome::kCompleted;
@@ -105,6 +117,7 @@ struct ReplayResult {
   std::vector<OutOfMemory> oom;      // one entry iff kOutOfMemory
   std::vector<TraceRecord> trace;    // for ReplayOptions::trace_ranks, sorted by (rank, start, op)
   std::vector<MemorySample> memory_trace;  // trace ranks, sorted by (rank, time); same-time merged
+  std::vector<RankTimeline> timelines;     // trace ranks, ascending
 };
 
 }  // namespace prism
