@@ -9,7 +9,10 @@
  * real clock, because the rank's compute is real. prism_wait() holds the
  * rank until the op's completion, sleeping real time when the completion
  * lies ahead. When the coordinator's answer comes after that moment, the
- * lateness is not counted: the clock restarts at the completion.
+ * lateness is not counted: the clock restarts at the completion. A rank
+ * learns a completion only by waiting for it (prism_wait, prism_test,
+ * prism_wait_any): each wait tells the coordinator how far it may simulate
+ * ahead of this rank.
  *
  * One client per rank. Calls on one client must not overlap: use one
  * thread, or lock around calls. Every call returns a prism_status; after a
@@ -94,18 +97,30 @@ PRISM_API prism_status prism_comm_init(prism_client* c, uint32_t comm, int32_t n
                                        uint64_t id_hash) PRISM_NOEXCEPT;
 
 /* Enters a communication op at the rank's current virtual time. It does not
- * wait: *ticket names the op for prism_completion and prism_wait. */
+ * wait: *ticket names the op for prism_wait, prism_test and prism_wait_any. */
 PRISM_API prism_status prism_enter(prism_client* c, const prism_op* op,
                                    uint64_t* ticket) PRISM_NOEXCEPT;
 
-/* Blocks until the coordinator has answered for `ticket`. Then
- * *completion_ns is the op's completion in virtual time. */
-PRISM_API prism_status prism_completion(prism_client* c, uint64_t ticket,
-                                        int64_t* completion_ns) PRISM_NOEXCEPT;
-
 /* Blocks until the op completes: the answer is in and the rank's virtual
- * clock has reached the completion. */
+ * clock has reached the completion. The ticket is then spent. */
 PRISM_API prism_status prism_wait(prism_client* c, uint64_t ticket) PRISM_NOEXCEPT;
+
+/* Sets *done to 1 when the op has completed by the rank's current virtual
+ * time (the ticket is then spent), else 0. Unless its answer is already in,
+ * it blocks until the coordinator can tell: a round trip at least, which
+ * virtual time does not count. */
+PRISM_API prism_status prism_test(prism_client* c, uint64_t ticket, int* done) PRISM_NOEXCEPT;
+
+/* Blocks until the first of the rank's entered, unspent ops completes, or
+ * until virtual time until_ns, whichever comes first. *ticket is that op's
+ * ticket, then spent (ties: the earliest completion, then the lowest
+ * ticket), or PRISM_NO_TICKET when until_ns came first. An until_ns in the
+ * past means now; PRISM_NO_LIMIT means no deadline, and is an argument
+ * error when no op is outstanding. */
+#define PRISM_NO_TICKET UINT64_MAX
+#define PRISM_NO_LIMIT INT64_MAX
+PRISM_API prism_status prism_wait_any(prism_client* c, int64_t until_ns,
+                                      uint64_t* ticket) PRISM_NOEXCEPT;
 
 /* Memory events (action 0 alloc, 1 free), iteration markers (code 0
  * iteration begin, 1 iteration end, 2 micro-batch, 3 phase), and compute
@@ -118,6 +133,16 @@ PRISM_API prism_status prism_compute(prism_client* c, uint16_t stream, int64_t d
 
 /* The rank's virtual time now, ns. */
 PRISM_API int64_t prism_now(const prism_client* c) PRISM_NOEXCEPT;
+
+/* What emulation cost the rank, none of it counted in its virtual time:
+ * real time spent sending messages, and real time answers came after they
+ * were due (the clock restarted at the completion). */
+typedef struct {
+  uint64_t messages;   /* messages sent */
+  int64_t overhead_ns; /* real time spent sending them */
+  int64_t late_ns;     /* real time answers were late */
+} prism_stats;
+PRISM_API prism_status prism_get_stats(const prism_client* c, prism_stats* out) PRISM_NOEXCEPT;
 
 /* Says goodbye (exit_code travels to the coordinator), closes and frees the
  * client. c may be NULL. Returns the goodbye's status. */

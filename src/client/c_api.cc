@@ -3,15 +3,19 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "client/client.h"
 #include "prism/client.h"
+#include "wire/protocol.h"
 
 struct prism_client {
   std::unique_ptr<prism::client::Client> client;  // null when connect failed
   std::string last_error;
 };
+
+static_assert(PRISM_NO_LIMIT == prism::wire::kNoLimit);
 
 namespace {
 
@@ -134,13 +138,13 @@ prism_status prism_enter(prism_client* c, const prism_op* op, uint64_t* ticket) 
   return PRISM_OK;
 }
 
-prism_status prism_completion(prism_client* c, uint64_t ticket, int64_t* completion_ns) noexcept {
+prism_status prism_test(prism_client* c, uint64_t ticket, int* completed) noexcept {
   prism::client::Client* cl = usable(c);
   if (cl == nullptr) return PRISM_ERR_ARGUMENT;
-  if (completion_ns == nullptr) return argument_error(c, "prism_completion: null completion_ns");
-  prism::Result<std::int64_t> r = cl->completion(ticket);
+  if (completed == nullptr) return argument_error(c, "prism_test: null done");
+  prism::Result<bool> r = cl->test(ticket);
   if (!r.is_ok()) return done(c, r.status());
-  *completion_ns = r.value();
+  *completed = r.value() ? 1 : 0;
   return PRISM_OK;
 }
 
@@ -148,6 +152,16 @@ prism_status prism_wait(prism_client* c, uint64_t ticket) noexcept {
   prism::client::Client* cl = usable(c);
   if (cl == nullptr) return PRISM_ERR_ARGUMENT;
   return done(c, cl->wait(ticket));
+}
+
+prism_status prism_wait_any(prism_client* c, int64_t until_ns, uint64_t* ticket) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  if (ticket == nullptr) return argument_error(c, "prism_wait_any: null ticket");
+  prism::Result<std::optional<std::uint64_t>> r = cl->wait_any(until_ns);
+  if (!r.is_ok()) return done(c, r.status());
+  *ticket = r.value().value_or(PRISM_NO_TICKET);
+  return PRISM_OK;
 }
 
 prism_status prism_memory(prism_client* c, int action, uint64_t id, int64_t bytes,
@@ -181,6 +195,14 @@ prism_status prism_compute(prism_client* c, uint16_t stream, int64_t duration_ns
 
 int64_t prism_now(const prism_client* c) noexcept {
   return c != nullptr && c->client ? c->client->now() : 0;
+}
+
+prism_status prism_get_stats(const prism_client* c, prism_stats* out) noexcept {
+  if (c == nullptr || !c->client || out == nullptr) return PRISM_ERR_ARGUMENT;
+  out->messages = c->client->messages();
+  out->overhead_ns = c->client->overhead().count();
+  out->late_ns = c->client->late().count();
+  return PRISM_OK;
 }
 
 prism_status prism_close(prism_client* c, int32_t exit_code) noexcept {

@@ -3,16 +3,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "util/check.h"
+
 namespace prism::client {
 
 namespace {
-
-using Clock = VirtualClock::Clock;
 
 // How long a waiting rank spins before it sleeps: wire round trips and
 // short waits stay off the scheduler (docs/benchmarks.md, prism_bench_wire).
@@ -74,14 +75,27 @@ Status Client::fail(Failure f, Status s) {
   return s;
 }
 
+// Every message costs a system call, a few microseconds the job itself would
+// not spend (its collectives are enqueued, not sent): that time is taken out
+// of the rank's virtual time. When the coordinator has hung up, its error
+// frame, if it sent one first, says why better than the broken pipe does.
 Status Client::send(const wire::Message& m) {
   if (!broken_.is_ok()) return broken_;
+  const Clock::time_point start = Clock::now();
   Status s = conn_->send(m);
-  if (!s.is_ok()) {
-    broken_ = s;
-    return fail(Failure::kProtocol, s);
+  const auto spent = Clock::now() - start;
+  clock_.exclude(spent);
+  overhead_ += spent;
+  ++messages_;
+  if (s.is_ok()) return s;
+  broken_ = s;
+  for (;;) {
+    Result<wire::Message> last = conn_->receive(std::chrono::milliseconds(100));
+    if (!last.is_ok()) break;
+    if (const auto* e = std::get_if<wire::Error>(&last.value()))
+      return broken(failure_of(e->code), fmt::format("the coordinator: {}", e->message));
   }
-  return s;
+  return fail(Failure::kProtocol, broken_);
 }
 
 Status Client::comm_init(std::uint32_t comm, std::int32_t nranks, std::int32_t rank_in_comm,
@@ -108,64 +122,157 @@ Result<std::uint64_t> Client::enter(wire::Op op) {
   return std::uint64_t{op.op_id};
 }
 
-Status Client::await(std::uint64_t ticket) {
-  while (!answers_.contains(ticket)) {
-    if (!broken_.is_ok()) return broken_;
-    Result<wire::Message> m = conn_->receive(timeout_);
-    if (!m.is_ok()) {
-      broken_ = m.status();
-      return fail(Failure::kProtocol, broken_);
-    }
-    if (const auto* done = std::get_if<wire::Complete>(&m.value())) {
-      if (!outstanding_.contains(done->op_id)) {
-        broken_ = Status::invalid_argument(
-            fmt::format("{}: completion of op {}, which this rank has not entered or already "
-                        "waited for",
-                        conn_->address().to_string(), done->op_id));
-        return fail(Failure::kProtocol, broken_);
-      }
-      answers_[done->op_id] = done->at;
-    } else if (const auto* e = std::get_if<wire::Error>(&m.value())) {
-      broken_ = Status::invalid_argument(
-          fmt::format("{}: the coordinator: {}", conn_->address().to_string(), e->message));
-      return fail(failure_of(e->code), broken_);
-    } else {
-      broken_ = Status::invalid_argument(fmt::format("{}: unexpected {} from the coordinator",
-                                                     conn_->address().to_string(),
-                                                     wire::to_string(wire::type_of(m.value()))));
-      return fail(Failure::kProtocol, broken_);
-    }
-  }
-  return Status::ok();
+Status Client::broken(Failure f, std::string why) {
+  broken_ = Status::invalid_argument(fmt::format("{}: {}", conn_->address().to_string(), why));
+  return fail(f, broken_);
 }
 
-Result<std::int64_t> Client::completion(std::uint64_t ticket) {
-  if (!outstanding_.contains(ticket)) {
-    return fail(Failure::kArgument,
-                Status::invalid_argument(fmt::format(
-                    "ticket {}: not an op this rank entered, or already waited for", ticket)));
+Result<wire::Message> Client::receive() {
+  if (!broken_.is_ok()) return broken_;
+  Result<wire::Message> m = conn_->receive(timeout_);
+  if (!m.is_ok()) {
+    broken_ = m.status();
+    return fail(Failure::kProtocol, broken_);
   }
-  PRISM_RETURN_IF_ERROR(await(ticket));
-  return answers_.at(ticket);
+  if (const auto* done = std::get_if<wire::Complete>(&m.value())) {
+    if (!outstanding_.contains(done->op_id) || answers_.contains(done->op_id)) {
+      return broken(Failure::kProtocol,
+                    fmt::format("completion of op {}, which this rank has not entered, or "
+                                "already has an answer for",
+                                done->op_id));
+    }
+    answers_[done->op_id] = done->at;
+    ++answers_seen_;
+  } else if (const auto* h = std::get_if<wire::Horizon>(&m.value())) {
+    if (h->wait_id >= next_wait_) {
+      return broken(Failure::kProtocol,
+                    fmt::format("horizon for wait {}, which this rank has not sent", h->wait_id));
+    }
+  } else if (const auto* e = std::get_if<wire::Error>(&m.value())) {
+    return broken(failure_of(e->code), fmt::format("the coordinator: {}", e->message));
+  } else {
+    return broken(Failure::kProtocol, fmt::format("unexpected {} from the coordinator",
+                                                  wire::to_string(wire::type_of(m.value()))));
+  }
+  return m;
+}
+
+Result<Client::Woken> Client::await(std::uint32_t wait_id, std::uint32_t op_id,
+                                    std::int64_t until) {
+  for (;;) {
+    PRISM_ASSIGN_OR_RETURN(const wire::Message m, receive());
+    if (const auto* done = std::get_if<wire::Complete>(&m)) {
+      // Any answer the rank had not received when it sent the wait may end
+      // a wait for any op; only its own answer ends a wait for one op.
+      if (op_id == wire::kAnyOp || done->op_id == op_id)
+        return Woken{std::min(done->at, until), Clock::now()};
+    } else if (const auto& h = std::get<wire::Horizon>(m); h.wait_id == wait_id) {
+      if (until == wire::kNoLimit || h.at != until) {
+        return broken(
+            Failure::kProtocol,
+            fmt::format("horizon of wait {} at {}, which waits until {}", wait_id, h.at,
+                        until == wire::kNoLimit ? "its op completes" : std::to_string(until)));
+      }
+      return Woken{until, Clock::now()};
+    }
+    // Other answers are kept for later; other horizons are of waits the
+    // rank did not block on, and are stale.
+  }
+}
+
+Result<std::int64_t> Client::block(std::uint32_t op_id, std::int64_t at, std::int64_t until) {
+  const std::uint32_t id = next_wait_++;
+  PRISM_RETURN_IF_ERROR(send(wire::Wait{id, op_id, answers_seen_, at, until}));
+  Woken w{until, Clock::now()};
+  if (op_id != wire::kAnyOp && answers_.contains(op_id)) {
+    w.at = std::min(answers_.at(op_id), until);
+  } else if (op_id != wire::kAnyOp || answers_.size() < outstanding_.size()) {
+    PRISM_ASSIGN_OR_RETURN(w, await(id, op_id, until));
+  } else {
+    // No answer can end the wait: the rank sleeps until `until` on its own,
+    // and the coordinator's horizon, when it comes, is stale.
+    PRISM_CHECK(until != wire::kNoLimit, "a wait for any op with none unanswered and no limit");
+  }
+  const std::int64_t woke = std::max(w.at, at);
+  wake_at(woke, w.arrived);
+  return woke;
+}
+
+void Client::wake_at(std::int64_t w, Clock::time_point arrived) {
+  const Clock::time_point due = clock_.real_at(w);
+  if (arrived > due) {
+    // The answer came after the completion was due: drop the lateness.
+    late_ += clock_.release(w, arrived);
+    return;
+  }
+  // Sleep most of a long wait, spin the end of it: the release is on time
+  // to within a few microseconds, not a scheduler tick.
+  if (arrived + kSpin < due) std::this_thread::sleep_until(due - kSpin);
+  while (Clock::now() < due) {
+  }
+}
+
+std::optional<Client::Answer> Client::earliest_answer() const {
+  std::optional<Answer> best;
+  for (const auto& [ticket, at] : answers_) {
+    if (!best || at < best->at) best = Answer{at, ticket};
+  }
+  return best;
+}
+
+Status Client::check_ticket(std::uint64_t ticket) {
+  if (outstanding_.contains(ticket)) return Status::ok();
+  return fail(Failure::kArgument,
+              Status::invalid_argument(fmt::format(
+                  "ticket {}: not an op this rank entered, or already waited for", ticket)));
+}
+
+void Client::spend(std::uint64_t ticket) {
+  answers_.erase(ticket);
+  outstanding_.erase(ticket);
 }
 
 Status Client::wait(std::uint64_t ticket) {
-  PRISM_ASSIGN_OR_RETURN(const std::int64_t done, completion(ticket));
-  const Clock::time_point due = clock_.real_at(done);
-  const Clock::time_point answered = Clock::now();
-  if (answered > due) {
-    // The answer came after the completion was due: drop the lateness.
-    late_ += clock_.release(done, answered);
-  } else {
-    // Sleep most of a long wait, spin the end of it: the release is on time
-    // to within a few microseconds, not a scheduler tick.
-    if (answered + kSpin < due) std::this_thread::sleep_until(due - kSpin);
-    while (Clock::now() < due) {
-    }
+  PRISM_RETURN_IF_ERROR(check_ticket(ticket));
+  const std::int64_t at = now();
+  const auto known = answers_.find(ticket);
+  if (known == answers_.end() || known->second > at) {
+    PRISM_RETURN_IF_ERROR(block(static_cast<std::uint32_t>(ticket), at, wire::kNoLimit).status());
   }
-  answers_.erase(ticket);
-  outstanding_.erase(ticket);
+  spend(ticket);
   return Status::ok();
+}
+
+Result<bool> Client::test(std::uint64_t ticket) {
+  PRISM_RETURN_IF_ERROR(check_ticket(ticket));
+  const std::int64_t at = now();
+  // A wait until now: the coordinator says whether the op completes by now.
+  if (!answers_.contains(ticket))
+    PRISM_RETURN_IF_ERROR(block(static_cast<std::uint32_t>(ticket), at, at).status());
+  const auto known = answers_.find(ticket);
+  const bool done = known != answers_.end() && known->second <= at;
+  if (done) spend(ticket);
+  return done;
+}
+
+Result<std::optional<std::uint64_t>> Client::wait_any(std::int64_t until) {
+  if (until == wire::kNoLimit && outstanding_.empty()) {
+    return fail(Failure::kArgument,
+                Status::invalid_argument("wait_any: no outstanding op and no time limit"));
+  }
+  const std::int64_t at = now();
+  until = std::max(until, at);
+  std::optional<Answer> first = earliest_answer();
+  if (!first || first->at > at) {
+    // Answers already received are the rank's own business: they shorten
+    // the wait instead of being waited for.
+    const std::int64_t limit = first ? std::min(first->at, until) : until;
+    PRISM_ASSIGN_OR_RETURN(const std::int64_t woke, block(wire::kAnyOp, at, limit));
+    first = earliest_answer();
+    if (!first || first->at > woke) return std::optional<std::uint64_t>();
+  }
+  spend(first->ticket);
+  return std::optional<std::uint64_t>(first->ticket);
 }
 
 Status Client::memory(wire::MemoryAction action, std::uint64_t id, std::int64_t bytes,

@@ -1,14 +1,18 @@
 // Client: a live rank's session with the coordinator, behind the C ABI of
 // include/prism/client.h. It owns the connection and the rank's virtual
 // clock, numbers the ops it enters (tickets) and keeps answers that arrive
-// for other tickets until they are asked for. Not thread-safe: one caller at
-// a time.
+// for other tickets until they are asked for. Whenever it blocks it first
+// says so with a Wait, under the rules of docs/protocol.md ("Waiting"): the
+// coordinator may only simulate as far as each live rank's bound. That is
+// why a completion is never handed out before the rank has waited for it.
+// Not thread-safe: one caller at a time.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,10 +46,19 @@ class Client {
                    std::vector<std::int32_t> members, std::uint64_t id_hash);
   // Enters `op` (its op_id and at are set here) at the current virtual time.
   Result<std::uint64_t> enter(wire::Op op);
-  // The op's completion (virtual ns), waiting for the answer if needed.
-  Result<std::int64_t> completion(std::uint64_t ticket);
-  // Holds the caller until the op's completion (see VirtualClock).
+  // Holds the caller until the op's completion (see VirtualClock); the
+  // ticket is then spent.
   Status wait(std::uint64_t ticket);
+  // Whether the op has completed by now(), exactly: when its answer is not
+  // in, asks the coordinator and holds the caller for the round trip, which
+  // virtual time does not count. A completed op's ticket is spent.
+  Result<bool> test(std::uint64_t ticket);
+  // Holds the caller until the first of the rank's outstanding ops
+  // completes (ties: earliest completion, then lowest ticket) or until
+  // virtual time `until` (wire::kNoLimit: none), whichever comes first.
+  // Returns that op's ticket, spent, or nullopt when `until` came first.
+  // An `until` before now() means now(); kNoLimit needs an outstanding op.
+  Result<std::optional<std::uint64_t>> wait_any(std::int64_t until);
   Status memory(wire::MemoryAction action, std::uint64_t id, std::int64_t bytes,
                 std::uint16_t stream);
   Status marker(wire::MarkerCode code, std::int32_t value);
@@ -56,23 +69,59 @@ class Client {
   std::int64_t now() const { return clock_.at(VirtualClock::Clock::now()); }
   // Real time dropped because answers came late (VirtualClock::release).
   std::chrono::nanoseconds late() const { return late_; }
+  // Real time spent sending messages, not counted in virtual time.
+  std::chrono::nanoseconds overhead() const { return overhead_; }
+  std::uint64_t messages() const { return messages_; }
   Failure last_failure() const { return failure_; }
 
  private:
+  using Clock = VirtualClock::Clock;
+  // An answer received and not yet spent.
+  struct Answer {
+    std::int64_t at;
+    std::uint64_t ticket;
+  };
+  // How a wait on the coordinator ended.
+  struct Woken {
+    std::int64_t at;            // min(completion, until), not yet bounded below
+    Clock::time_point arrived;  // when the waking message came
+  };
+
   Client(std::unique_ptr<wire::Connection> conn, const wire::Welcome& w,
          std::chrono::milliseconds timeout);
   Status send(const wire::Message& m);
-  // Receives until the answer for `ticket` is in `answers_`.
-  Status await(std::uint64_t ticket);
+  // Sends Wait{op_id, at, until} and holds the caller until the wait ends
+  // (docs/protocol.md, "Waiting"); returns the virtual time it woke at.
+  Result<std::int64_t> block(std::uint32_t op_id, std::int64_t at, std::int64_t until);
+  // Receives until wait `wait_id` ends: a Complete it waits for, or its
+  // Horizon. Horizons of earlier waits are stale and skipped.
+  Result<Woken> await(std::uint32_t wait_id, std::uint32_t op_id, std::int64_t until);
+  // The next message: a Complete (kept in answers_) or a Horizon. Anything
+  // else breaks the connection.
+  Result<wire::Message> receive();
+  // Holds the caller until virtual time `w`; when the message that set `w`
+  // arrived after `w` was due, drops the lateness instead (late_).
+  void wake_at(std::int64_t w, Clock::time_point arrived);
+  // The answer the rank would take first: earliest completion, lowest ticket.
+  std::optional<Answer> earliest_answer() const;
+  Status check_ticket(std::uint64_t ticket);
+  void spend(std::uint64_t ticket);
   Status fail(Failure f, Status s);
+  // The coordinator broke the protocol or ended the emulation: every later
+  // call fails with `why`, which names the address.
+  Status broken(Failure f, std::string why);
 
   std::unique_ptr<wire::Connection> conn_;
   std::chrono::milliseconds timeout_;
   VirtualClock clock_;
   std::uint32_t next_op_ = 0;
-  std::map<std::uint64_t, std::int64_t> answers_;  // ticket -> completion, until waited for
-  std::set<std::uint64_t> outstanding_;            // tickets entered, not yet waited for
+  std::uint32_t next_wait_ = 0;
+  std::uint32_t answers_seen_ = 0;                 // Complete messages received
+  std::map<std::uint64_t, std::int64_t> answers_;  // ticket -> completion, until spent
+  std::set<std::uint64_t> outstanding_;            // tickets entered, not yet spent
   std::chrono::nanoseconds late_{0};
+  std::chrono::nanoseconds overhead_{0};
+  std::uint64_t messages_ = 0;
   Failure failure_ = Failure::kNone;
   Status broken_;
 };

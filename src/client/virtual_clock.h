@@ -25,6 +25,10 @@ class VirtualClock {
   Clock::time_point real_at(std::int64_t ns) const {
     return ref_real_ + std::chrono::nanoseconds(ns - ref_ns_);
   }
+  // Real time `d` the rank spent in the emulator's own work (sending a
+  // message) does not count: virtual time stands still for it.
+  void exclude(std::chrono::nanoseconds d) { ref_real_ += d; }
+
   // The rank was released at real moment `t` for a completion at `ns`:
   // when `t` is late, virtual time at `t` becomes `ns`. Returns the real
   // lateness dropped (0 when on time).

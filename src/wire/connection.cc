@@ -22,7 +22,11 @@ struct Connection::Impl {
   FrameDecoder decoder;
   std::uint32_t sent = 0;
   std::chrono::microseconds spin{0};
-  Status broken;  // the first transport failure; later calls repeat it
+  // The first failure of each direction; later calls repeat it. A failed
+  // send leaves receiving alone: the coordinator's last words (an error
+  // frame before it closed) can still be read.
+  Status send_broken;
+  Status broken;
 };
 
 Connection::Connection(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -57,14 +61,14 @@ void Connection::set_spin(std::chrono::microseconds spin) {
 
 Status Connection::send(const Message& m) {
   Impl& c = *impl_;
-  if (!c.broken.is_ok()) return c.broken;
+  if (!c.send_broken.is_ok()) return c.send_broken;
   const std::string frame = encode(m, c.sent);
   asio::error_code ec;
   asio::write(c.socket, asio::buffer(frame), ec);
   if (ec) {
-    c.broken = Status::io_error(fmt::format("{}: sending {}: {}", c.address.to_string(),
-                                            to_string(type_of(m)), ec.message()));
-    return c.broken;
+    c.send_broken = Status::io_error(fmt::format("{}: sending {}: {}", c.address.to_string(),
+                                                 to_string(type_of(m)), ec.message()));
+    return c.send_broken;
   }
   ++c.sent;
   return Status::ok();

@@ -1,11 +1,14 @@
 // The live rank's client against a fake coordinator (a wire::Server that
 // answers each op `reply_after_ns` after it was entered, optionally after a
-// real delay): the virtual clock, waits that sleep until the completion,
-// late answers that are not counted, errors, and the C ABI.
+// real delay, or holds its answers for the test to inject): the virtual
+// clock, waits that sleep until the completion, late answers that are not
+// counted, the Wait/Horizon rules of docs/protocol.md ("Waiting"), errors,
+// and the C ABI.
 #include "client/client.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <mutex>
@@ -26,6 +29,9 @@ using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+// How far past a wake-up a loaded 2-core machine may read the clock.
+constexpr std::int64_t kSlackNs = 50'000'000;
+
 class FakeCoordinator : public wire::ServerHandler {
  public:
   FakeCoordinator() : server_(*this, {}) {
@@ -39,7 +45,10 @@ class FakeCoordinator : public wire::ServerHandler {
         server_.listen(wire::Address{wire::Address::Kind::kUnix, (dir / name).string(), "", 0})
             .value();
     thread_ = std::thread([this] {
-      while (!done_) server_.run_for(2ms);
+      while (!done_) {
+        server_.run_for(2ms);
+        flush();
+      }
     });
   }
   ~FakeCoordinator() override {
@@ -56,18 +65,33 @@ class FakeCoordinator : public wire::ServerHandler {
         server_.close(peer);
         return;
       }
+      peer_ = peer;
       server_.send(peer, wire::Welcome{h->rank, h->world_size, start_at_, "fake"});
     } else if (const auto* op = std::get_if<wire::Op>(&m)) {
       if (abort_) {
+        // As the coordinator does: the error, then the connection closes.
         server_.send(peer, wire::Error{wire::ErrorCode::kAborted, "rank 0 crashed"});
         server_.close(peer);
         return;
       }
+      if (hold_answers_) return;
       if (real_delay_.count() > 0) std::this_thread::sleep_for(real_delay_);
-      server_.send(peer, wire::Complete{op->op_id, op->at + reply_after_ns_});
+      const wire::Complete done{op->op_id, op->at + reply_after_ns_};
+      answered_.push_back(done);
+      server_.send(peer, done);
+    } else if (const auto* w = std::get_if<wire::Wait>(&m)) {
+      if (horizons_ && w->until != wire::kNoLimit && !woken(*w))
+        server_.send(peer, wire::Horizon{w->wait_id, w->until});
     }
   }
   void on_close(wire::PeerId, const Status&) override {}
+
+  // Sends `m` to the rank from the server's thread, in order.
+  void inject(wire::Message m) {
+    std::lock_guard lock(mu_);
+    if (const auto* done = std::get_if<wire::Complete>(&m)) answered_.push_back(*done);
+    outbox_.push_back(std::move(m));
+  }
 
   const wire::Address& address() const { return address_; }
   std::vector<wire::Message> seen() {
@@ -79,19 +103,53 @@ class FakeCoordinator : public wire::ServerHandler {
     for (int i = 0; i < 400 && seen().size() < n; ++i) std::this_thread::sleep_for(5ms);
     return seen();
   }
+  // Everything the rank sent, once its bye is in (or 2 s).
+  std::vector<wire::Message> seen_through_bye() {
+    for (int i = 0; i < 400; ++i) {
+      std::vector<wire::Message> all = seen();
+      if (!all.empty() && std::holds_alternative<wire::Bye>(all.back())) return all;
+      std::this_thread::sleep_for(5ms);
+    }
+    return seen();
+  }
+  template <typename T>
+  std::vector<T> seen_of() {
+    std::vector<T> out;
+    for (const wire::Message& m : seen())
+      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
+    return out;
+  }
   std::int64_t start_at_ = 0;
   std::int64_t reply_after_ns_ = 0;
   std::chrono::milliseconds real_delay_{0};
   bool refuse_ = false;
   bool abort_ = false;
+  bool hold_answers_ = false;  // ops get no answer but what the test injects
+  bool horizons_ = true;       // answer each wait no answer ends with its horizon
 
  private:
+  // Whether an answer already sent ends wait `w`: for one op, its answer;
+  // for any op, any answer after the first `answers_seen`.
+  bool woken(const wire::Wait& w) const {
+    if (w.op_id == wire::kAnyOp) return answered_.size() > w.answers_seen;
+    return std::any_of(answered_.begin(), answered_.end(),
+                       [&](const wire::Complete& c) { return c.op_id == w.op_id; });
+  }
+  void flush() {
+    std::lock_guard lock(mu_);
+    for (const wire::Message& m : outbox_) server_.send(peer_, m);
+    outbox_.clear();
+  }
+
   wire::Server server_;
   wire::Address address_;
   std::thread thread_;
   std::atomic<bool> done_{false};
   std::mutex mu_;
   std::vector<wire::Message> seen_;
+  wire::PeerId peer_ = 0;
+  std::vector<wire::Complete> answered_;  // in the order sent
+  std::vector<wire::Message> outbox_;
 };
 
 std::unique_ptr<Client> connect(const FakeCoordinator& f, std::int32_t rank = 0) {
@@ -140,14 +198,48 @@ TEST(ClientTest, WaitHoldsTheRankUntilTheCompletion) {
   const auto t0 = Clock::now();
   Result<std::uint64_t> t = c->enter(all_reduce());
   ASSERT_TRUE(t.is_ok());
-  Result<std::int64_t> done = c->completion(t.value());
-  ASSERT_TRUE(done.is_ok());
   ASSERT_TRUE(c->wait(t.value()).is_ok());
   const auto waited = Clock::now() - t0;
   EXPECT_GE(waited, 20ms);
   EXPECT_LT(waited, 200ms);
-  EXPECT_GE(c->now(), done.value());
+  const std::vector<wire::Op> ops = f.seen_of<wire::Op>();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_GE(c->now(), ops[0].at + 20'000'000);
   EXPECT_EQ(c->late().count(), 0);
+}
+
+TEST(ClientTest, WaitSendsAWaitForItsOp) {
+  FakeCoordinator f;
+  f.reply_after_ns_ = 1'000'000;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->enter(all_reduce()).is_ok());
+  const std::uint64_t t = c->enter(all_reduce()).value();
+  ASSERT_TRUE(c->wait(t).is_ok());
+  const std::vector<wire::Message> seen = f.seen_at_least(4);
+  ASSERT_EQ(seen.size(), 4u);  // hello, two ops, the wait
+  const auto& op = std::get<wire::Op>(seen[2]);
+  const auto& w = std::get<wire::Wait>(seen[3]);
+  EXPECT_EQ(w.wait_id, 0u);
+  EXPECT_EQ(w.op_id, 1u);
+  EXPECT_EQ(w.answers_seen, 0u);
+  EXPECT_GE(w.at, op.at);
+  EXPECT_LT(w.at, op.at + 1'000'000);
+  EXPECT_EQ(w.until, wire::kNoLimit);
+}
+
+TEST(ClientTest, WaitForAnAnswerAlreadyDueSendsNothing) {
+  FakeCoordinator f;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  const std::uint64_t first = c->enter(all_reduce()).value();
+  const std::uint64_t second = c->enter(all_reduce()).value();
+  // Waiting for the second receives both answers; the first is then due.
+  ASSERT_TRUE(c->wait(second).is_ok());
+  ASSERT_TRUE(c->wait(first).is_ok());
+  ASSERT_TRUE(c->close(0).is_ok());
+  EXPECT_EQ(f.seen_through_bye().size(), 5u);  // hello, two ops, one wait, bye
+  EXPECT_EQ(f.seen_of<wire::Wait>().size(), 1u);
 }
 
 TEST(ClientTest, LateAnswersAreNotCounted) {
@@ -176,10 +268,239 @@ TEST(ClientTest, OpsCompleteInAnyOrder) {
   ASSERT_TRUE(c->wait(tickets[2]).is_ok());
   ASSERT_TRUE(c->wait(tickets[0]).is_ok());
   ASSERT_TRUE(c->wait(tickets[1]).is_ok());
+  f.seen_at_least(5);
+  const std::vector<wire::Op> ops = f.seen_of<wire::Op>();
+  ASSERT_EQ(ops.size(), 3u);  // in order, with increasing at
+  EXPECT_EQ(ops[0].op_id, 0u);
+  EXPECT_LE(ops[0].at, ops[2].at);
+}
+
+TEST(ClientTest, TestIsFalseAtTheHorizonAndTrueOnceCompleted) {
+  FakeCoordinator f;
+  f.hold_answers_ = true;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  const std::uint64_t t = c->enter(all_reduce()).value();
+  // No answer by now: the coordinator's horizon ends the test.
+  Result<bool> done = c->test(t);
+  ASSERT_TRUE(done.is_ok()) << done.status().message();
+  EXPECT_FALSE(done.value());
+  std::vector<wire::Wait> waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].op_id, t);
+  EXPECT_EQ(waits[0].until, waits[0].at);
+  // The round trip does not count: virtual time resumes at the test.
+  EXPECT_LT(c->now() - waits[0].at, kSlackNs);
+
+  const wire::Op op = f.seen_of<wire::Op>().at(0);
+  f.inject(wire::Complete{op.op_id, op.at + 1});
+  done = c->test(t);
+  ASSERT_TRUE(done.is_ok()) << done.status().message();
+  EXPECT_TRUE(done.value());
+  f.seen_at_least(4);
+  waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 2u);
+  EXPECT_EQ(waits[1].wait_id, 1u);
+  EXPECT_EQ(waits[1].answers_seen, 0u);
+  // Spent: the ticket is gone.
+  EXPECT_FALSE(c->test(t).is_ok());
+  EXPECT_EQ(c->last_failure(), Failure::kArgument);
+}
+
+TEST(ClientTest, TestIsFalseWhileTheCompletionLiesAhead) {
+  FakeCoordinator f;
+  f.reply_after_ns_ = 30'000'000;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  const std::uint64_t t = c->enter(all_reduce()).value();
+  Result<bool> done = c->test(t);
+  ASSERT_TRUE(done.is_ok()) << done.status().message();
+  EXPECT_FALSE(done.value());
+  // The answer is in now: testing again asks nothing.
+  done = c->test(t);
+  ASSERT_TRUE(done.is_ok());
+  EXPECT_FALSE(done.value());
+  ASSERT_TRUE(c->wait(t).is_ok());
   const std::vector<wire::Message> seen = f.seen_at_least(4);
-  ASSERT_EQ(seen.size(), 4u);  // hello and three ops, in order, with increasing at
-  EXPECT_EQ(std::get<wire::Op>(seen[1]).op_id, 0u);
-  EXPECT_LE(std::get<wire::Op>(seen[1]).at, std::get<wire::Op>(seen[3]).at);
+  ASSERT_EQ(seen.size(), 4u);  // hello, op, the test's wait, the wait's
+  EXPECT_EQ(std::get<wire::Wait>(seen[2]).until, std::get<wire::Wait>(seen[2]).at);
+  EXPECT_EQ(std::get<wire::Wait>(seen[3]).answers_seen, 1u);
+  EXPECT_EQ(std::get<wire::Wait>(seen[3]).until, wire::kNoLimit);
+  EXPECT_GE(c->now(), std::get<wire::Op>(seen[1]).at + 30'000'000);
+}
+
+TEST(ClientTest, WaitAnyTakesTheEarliestAnswer) {
+  FakeCoordinator f;
+  f.hold_answers_ = true;
+  f.horizons_ = false;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(c->enter(all_reduce()).is_ok());
+  const std::int64_t t0 = c->now();
+  f.inject(wire::Complete{1, t0 + 4'000'000});
+  f.inject(wire::Complete{0, t0 + 2'000'000});
+  f.inject(wire::Complete{3, t0 + 2'000'000});
+  f.inject(wire::Complete{2, t0 + 1'000'000});
+  // Waiting for op 2 receives every answer; the others are due later.
+  ASSERT_TRUE(c->wait(2).is_ok());
+  std::vector<std::uint64_t> order;
+  for (int i = 0; i < 3; ++i) {
+    Result<std::optional<std::uint64_t>> t = c->wait_any(wire::kNoLimit);
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    ASSERT_TRUE(t.value().has_value());
+    order.push_back(*t.value());
+  }
+  EXPECT_EQ(order, (std::vector<std::uint64_t>{0, 3, 1}));  // a tie goes to the lower ticket
+  EXPECT_GE(c->now(), t0 + 4'000'000);
+  // Op 3 was due when op 0 was taken: it needed no wait.
+  ASSERT_TRUE(c->close(0).is_ok());
+  EXPECT_EQ(f.seen_through_bye().size(), 9u);  // hello, four ops, three waits, bye
+  const std::vector<wire::Wait> waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 3u);
+  EXPECT_EQ(waits[0].answers_seen, 0u);
+  EXPECT_EQ(waits[1].op_id, wire::kAnyOp);
+  EXPECT_EQ(waits[1].answers_seen, 4u);
+  // What the rank already knows shortens the wait: it says when it wakes.
+  EXPECT_EQ(waits[1].until, t0 + 2'000'000);
+  EXPECT_EQ(waits[2].until, t0 + 4'000'000);
+}
+
+TEST(ClientTest, WaitAnyWakesAtTheFirstAnswerToArrive) {
+  FakeCoordinator f;
+  f.hold_answers_ = true;
+  f.horizons_ = false;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(c->enter(all_reduce()).is_ok());
+  const std::int64_t t0 = c->now();
+  f.inject(wire::Complete{1, t0 + 3'000'000});
+  f.inject(wire::Complete{0, t0 + 1'000'000});
+  Result<std::optional<std::uint64_t>> t = c->wait_any(wire::kNoLimit);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ(t.value(), std::optional<std::uint64_t>(1));
+  EXPECT_GE(c->now(), t0 + 3'000'000);
+  // Op 0's answer, not received yet, ends the next wait at once: its
+  // completion has passed.
+  const std::int64_t before = c->now();
+  t = c->wait_any(wire::kNoLimit);
+  ASSERT_TRUE(t.is_ok());
+  EXPECT_EQ(t.value(), std::optional<std::uint64_t>(0));
+  EXPECT_LT(c->now() - before, kSlackNs);
+  ASSERT_TRUE(c->close(0).is_ok());
+  EXPECT_EQ(f.seen_through_bye().size(), 6u);  // hello, two ops, two waits, bye
+  const std::vector<wire::Wait> waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 2u);
+  EXPECT_EQ(waits[0].answers_seen, 0u);
+  EXPECT_EQ(waits[1].answers_seen, 1u);
+}
+
+TEST(ClientTest, WaitAnyEndsAtTheHorizon) {
+  FakeCoordinator f;
+  f.hold_answers_ = true;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  const std::uint64_t t = c->enter(all_reduce()).value();
+  const std::int64_t until = c->now() + 5'000'000;
+  Result<std::optional<std::uint64_t>> r = c->wait_any(until);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_FALSE(r.value().has_value());
+  EXPECT_GE(c->now(), until);
+  EXPECT_LT(c->now(), until + kSlackNs);
+  const std::vector<wire::Wait> waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].op_id, wire::kAnyOp);
+  EXPECT_EQ(waits[0].until, until);
+  // The op is still outstanding.
+  const wire::Op op = f.seen_of<wire::Op>().at(0);
+  f.inject(wire::Complete{op.op_id, until + 1'000'000});
+  EXPECT_TRUE(c->wait(t).is_ok());
+}
+
+TEST(ClientTest, StaleHorizonsAreIgnored) {
+  FakeCoordinator f;
+  f.hold_answers_ = true;
+  f.horizons_ = false;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  // Wait 0 has nothing to wait for: the rank sleeps on its own.
+  const std::int64_t until = c->now() + 1'000'000;
+  ASSERT_TRUE(c->wait_any(until).is_ok());
+  const std::uint64_t t = c->enter(all_reduce()).value();
+  // Wait 0's horizon comes late, before the answer that ends wait 1.
+  f.inject(wire::Horizon{0, until});
+  f.inject(wire::Complete{static_cast<std::uint32_t>(t), c->now() + 2'000'000});
+  Result<std::optional<std::uint64_t>> r = c->wait_any(wire::kNoLimit);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r.value(), std::optional<std::uint64_t>(t));
+}
+
+TEST(ClientTest, WithNothingUnansweredTheRankSleepsOnItsOwn) {
+  FakeCoordinator f;
+  f.horizons_ = false;  // a rank that waited for the horizon would time out
+  f.reply_after_ns_ = 1'000'000'000;
+  Failure failure = Failure::kNone;
+  Result<std::unique_ptr<Client>> connected =
+      Client::connect(f.address(), {0, 4, 0, "client_test"}, 500ms, &failure);
+  ASSERT_TRUE(connected.is_ok()) << connected.status().message();
+  const std::unique_ptr<Client> c = std::move(connected).value();
+  const auto t0 = Clock::now();
+  const std::int64_t first_until = c->now() + 20'000'000;
+  std::int64_t until = first_until;
+  Result<std::optional<std::uint64_t>> r = c->wait_any(until);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_FALSE(r.value().has_value());
+  EXPECT_GE(Clock::now() - t0, 20ms);
+  EXPECT_GE(c->now(), until);
+  EXPECT_LT(c->now(), until + kSlackNs);
+  // An op whose answer is in, due after `until`, does not end the wait either.
+  const std::uint64_t t = c->enter(all_reduce()).value();
+  ASSERT_FALSE(c->test(t).value());
+  until = c->now() + 10'000'000;
+  r = c->wait_any(until);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_FALSE(r.value().has_value());
+  EXPECT_GE(c->now(), until);
+  EXPECT_LT(c->now(), until + kSlackNs);
+  f.seen_at_least(5);  // hello, wait, op, wait, wait
+  const std::vector<wire::Wait> waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 3u);
+  EXPECT_EQ(waits[0].op_id, wire::kAnyOp);
+  EXPECT_EQ(waits[0].until, first_until);
+  EXPECT_EQ(waits[2].answers_seen, 1u);
+  EXPECT_EQ(waits[2].until, until);
+}
+
+TEST(ClientTest, WaitAnyArgumentErrors) {
+  FakeCoordinator f;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  Result<std::optional<std::uint64_t>> r = c->wait_any(wire::kNoLimit);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(c->last_failure(), Failure::kArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("no outstanding op and no time limit"));
+  // A limit in the past means now.
+  const std::int64_t before = c->now();
+  r = c->wait_any(-5);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_FALSE(r.value().has_value());
+  EXPECT_EQ(f.seen_at_least(2).size(), 2u);
+  EXPECT_GE(f.seen_of<wire::Wait>().at(0).until, before);
+  Result<bool> done = c->test(7);
+  ASSERT_FALSE(done.is_ok());
+  EXPECT_THAT(done.status().message(), HasSubstr("ticket 7: not an op this rank entered"));
+}
+
+TEST(ClientTest, HorizonOfAWaitNotSentIsAProtocolError) {
+  FakeCoordinator f;
+  f.hold_answers_ = true;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  const std::uint64_t t = c->enter(all_reduce()).value();
+  f.inject(wire::Horizon{7, 0});
+  Status s = c->wait(t);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(c->last_failure(), Failure::kProtocol);
+  EXPECT_THAT(s.message(), HasSubstr("horizon for wait 7, which this rank has not sent"));
 }
 
 TEST(ClientTest, UnknownTicketIsAnArgumentError) {
@@ -210,6 +531,9 @@ TEST(ClientTest, AbortedEmulationEndsTheWait) {
   ASSERT_TRUE(c);
   Result<std::uint64_t> t = c->enter(all_reduce());
   ASSERT_TRUE(t.is_ok());
+  // The wait's own message finds the connection closed: the error that
+  // came before the close is still what the rank reports.
+  std::this_thread::sleep_for(100ms);
   Status s = c->wait(t.value());
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(c->last_failure(), Failure::kAborted);
@@ -231,12 +555,14 @@ TEST(CApiTest, ACProgramPlaysARank) {
   char error[256] = {};
   EXPECT_EQ(prism_c_smoke(f.address().to_string().c_str(), error, sizeof error), 0) << error;
   EXPECT_THAT(error, HasSubstr("ticket 0: not an op this rank entered, or already waited for"));
-  // hello, comm_init, op, marker, memory, compute, bye
-  const std::vector<wire::Message> seen = f.seen_at_least(7);
-  ASSERT_EQ(seen.size(), 7u);
+  // hello, comm_init, op, waits, op, wait, marker, memory, compute, bye
+  const std::vector<wire::Message> seen = f.seen_through_bye();
+  ASSERT_GE(seen.size(), 10u);
   EXPECT_EQ(std::get<wire::Hello>(seen[0]).program, "c_smoke");
   EXPECT_EQ(std::get<wire::CommInit>(seen[1]).members, (std::vector<std::int32_t>{0, 1, 2, 3}));
   EXPECT_EQ(std::get<wire::Op>(seen[2]).bytes, 1 << 20);
+  EXPECT_EQ(f.seen_of<wire::Op>().size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<wire::Bye>(seen.back()));
 }
 
 TEST(CApiTest, ArgumentErrorsSayWhat) {
@@ -275,6 +601,15 @@ TEST(CApiTest, BadOpsAreRefusedBeforeTheWire) {
   EXPECT_EQ(prism_memory(c, 2, 0, 0, 0), PRISM_ERR_ARGUMENT);
   EXPECT_EQ(prism_marker(c, 9, 0), PRISM_ERR_ARGUMENT);
   EXPECT_EQ(prism_comm_init(c, 1, 4, 4, nullptr, 0), PRISM_ERR_ARGUMENT);
+  EXPECT_EQ(prism_test(c, 0, nullptr), PRISM_ERR_ARGUMENT);
+  EXPECT_THAT(prism_last_error(c), HasSubstr("prism_test: null done"));
+  EXPECT_EQ(prism_wait_any(c, PRISM_NO_LIMIT, nullptr), PRISM_ERR_ARGUMENT);
+  EXPECT_THAT(prism_last_error(c), HasSubstr("prism_wait_any: null ticket"));
+  int done = 0;
+  EXPECT_EQ(prism_test(c, 3, &done), PRISM_ERR_ARGUMENT);
+  EXPECT_THAT(prism_last_error(c), HasSubstr("ticket 3"));
+  EXPECT_EQ(prism_wait_any(c, PRISM_NO_LIMIT, &ticket), PRISM_ERR_ARGUMENT);
+  EXPECT_THAT(prism_last_error(c), HasSubstr("no outstanding op"));
   EXPECT_EQ(prism_close(c, 0), PRISM_OK);
 }
 
