@@ -1,0 +1,91 @@
+// Coordinator: the hybrid emulation's centre. It listens for the live ranks
+// (wire::Server), replays every other rank of the graph (LiveReplay), and
+// answers each op a live rank enters with its completion in virtual time.
+//
+// Synchronization is conservative (docs/protocol.md, "Waiting"). Each live
+// rank has a bound: the earliest virtual time its next message can carry.
+// A running rank's bound is its last message's time; a waiting rank's is the
+// time it will wake (an answer, or the wait's deadline), unknown, and so
+// unlimited, until the replay finds it. The replay runs every event before
+// the smallest bound. The coordinator is single-threaded: every message is
+// handled, and the replay advanced, on the thread that calls run().
+//
+// Failures end the emulation with every live rank told (an `aborted` error)
+// and one message naming the rank and what it was doing: a rank that hangs
+// up without a goodbye, stays silent past the timeout, never connects,
+// sends a malformed message, or does something the graph does not have.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "replay/live_replay.h"
+#include "runtime/capture.h"
+#include "util/status.h"
+#include "wire/address.h"
+
+namespace prism::runtime {
+
+struct CoordinatorOptions {
+  std::vector<Rank> live_ranks;  // ascending, unique
+  std::string job;               // the job's name, for the welcome
+  bool fold = true;
+  std::vector<Rank> trace_ranks;  // virtual ranks to trace besides the live ones
+  // A live rank silent this long while the emulation waits for it, or not
+  // connected this long after the start, ends the emulation.
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  bool capture = false;  // keep each live rank's capture (runtime/capture.h)
+};
+
+// One live rank's emulated time, per iteration (means over its iterations).
+struct LiveRankReport {
+  Rank rank = 0;
+  std::int64_t pid = 0;
+  int exit_code = 0;       // from its goodbye
+  int iterations = 1;      // iteration markers seen (at least 1)
+  SimTime iteration_time;  // mean over its iterations
+  SimTime compute;         // per iteration: real compute
+  SimTime wait;            // per iteration: iteration_time - compute
+  SimTime finish;          // its goodbye
+  std::int64_t ops = 0;    // communication ops entered
+  std::int64_t waits = 0;  // waits sent
+  Bytes peak_allocated;    // from its memory events
+};
+
+struct CoordinatorResult {
+  ReplayResult replay;                // live ranks included, as real ones
+  std::vector<LiveRankReport> live;   // options.live_ranks order
+  std::vector<RankCapture> captures;  // when options.capture
+};
+
+class Coordinator {
+ public:
+  // The models are used by this coordinator only; `g` must be valid.
+  Coordinator(const ExecutionGraph& g, const ReplayModels& models, CoordinatorOptions options);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Listens on `a`; returns the bound address (TCP port 0 resolved).
+  Result<wire::Address> listen(const wire::Address& a);
+
+  // Runs until every live rank said goodbye and the replay finished, or the
+  // emulation failed. `tick` runs every few milliseconds on this thread; an
+  // error from it (a live rank's process died) ends the emulation with that
+  // error. The error names the rank and its last op.
+  Result<CoordinatorResult> run(const std::function<Status()>& tick);
+
+  // Whether live rank `rank` has connected (for a launcher's messages).
+  bool connected(Rank rank) const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prism::runtime

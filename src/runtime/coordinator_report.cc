@@ -1,0 +1,183 @@
+// The coordinator's run loop and its ends: timeouts, failures with messages
+// that name the rank and its last op, and the reports of a finished run.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "runtime/coordinator_impl.h"
+
+namespace prism::runtime {
+namespace {
+
+constexpr std::chrono::milliseconds kTick{10};
+
+std::string seconds(std::chrono::milliseconds d) {
+  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000);
+}
+
+std::string ms(SimTime t) {
+  return fmt::format("{:.6f} ms", static_cast<double>(t.ns) / 1e6);
+}
+
+// The length of the union of `spans` within [lo, hi).
+SimTime covered(std::vector<Interval> spans, SimTime lo, SimTime hi) {
+  std::sort(spans.begin(), spans.end());
+  SimTime total, reach = lo;
+  for (const auto& [a, b] : spans) {
+    const SimTime from = max(a, reach), to = min(b, hi);
+    if (to > from) total += to - from;
+    reach = max(reach, min(b, hi));
+  }
+  return total;
+}
+
+}  // namespace
+
+Result<CoordinatorResult> Coordinator::Impl::run(const std::function<Status()>& tick) {
+  PRISM_CHECK(!sessions_.empty(), "an emulation needs at least one live rank");
+  started_ = SteadyClock::now();
+  progress();
+  while (failed_.is_ok() && !finished_) {
+    server_.run_for(kTick);
+    if (!failed_.is_ok() || finished_) break;
+    Status st = tick();
+    if (st.is_ok()) st = check_timeouts(SteadyClock::now());
+    if (!st.is_ok()) fail(std::move(st));
+  }
+  if (failed_.is_ok() && replay_.stopped()) {
+    for (Session& s : sessions_) {
+      if (!s.peer || s.done || !session_of_peer_.contains(*s.peer)) continue;
+      send(s,
+           wire::Error{wire::ErrorCode::kAborted, "the emulation ended: a rank ran out of memory"});
+      server_.close(*s.peer);
+    }
+  }
+  // Let the error frames and last answers reach the ranks.
+  for (int i = 0; i < 20 && server_.num_peers() > 0; ++i) server_.run_for(kTick);
+  if (!failed_.is_ok()) return failed_;
+
+  CoordinatorResult out;
+  out.replay = replay_.finish(live_times());
+  if (out.replay.outcome == ReplayResult::Outcome::kDeadlock) return deadlock_error(out.replay);
+  for (const Session& s : sessions_) {
+    out.live.push_back(report_of(s));
+    if (options_.capture) out.captures.push_back(s.capture);
+  }
+  return out;
+}
+
+void Coordinator::Impl::fail(Status why, const Session* culprit, wire::ErrorCode code) {
+  if (!failed_.is_ok()) return;
+  failed_ = std::move(why);
+  for (Session& s : sessions_) {
+    if (!s.peer || !session_of_peer_.contains(*s.peer)) continue;
+    const wire::ErrorCode c = &s == culprit ? code : wire::ErrorCode::kAborted;
+    if (!s.done) send(s, wire::Error{c, failed_.message()});
+    server_.close(*s.peer);
+    session_of_peer_.erase(*s.peer);
+  }
+  server_.stop();
+}
+
+std::string Coordinator::Impl::last_op_text(const Session& s) const {
+  if (s.last_op == kNone) {
+    return fmt::format("it had entered no op ({} ahead in the graph)", s.matcher.remaining());
+  }
+  return fmt::format("its last op: {}, entered at {}", s.matcher.describe(s.last_op),
+                     ms(s.last_op_at));
+}
+
+std::string Coordinator::Impl::waiting_text(const Session& s) const {
+  if (!s.wait.active || s.wait.op_id == wire::kAnyOp) {
+    std::vector<std::string> ops;
+    for (const auto& [op_id, gop] : s.entered)
+      if (!s.answered.contains(op_id)) ops.push_back(s.matcher.describe(gop));
+    std::sort(ops.begin(), ops.end());
+    return fmt::format("live rank {} waits for any of: {}", s.rank, fmt::join(ops, "; "));
+  }
+  return fmt::format("live rank {} waits for {} since {}", s.rank,
+                     s.matcher.describe(s.entered.at(s.wait.op_id)), ms(s.wait.at));
+}
+
+Status Coordinator::Impl::check_timeouts(SteadyClock::time_point now) {
+  // Until every rank is connected, the emulation waits for the missing ones.
+  bool all_connected = true;
+  for (const Session& s : sessions_) {
+    if (s.peer) continue;
+    all_connected = false;
+    if (now - started_ > options_.timeout)
+      return Status::invalid_argument(
+          fmt::format("live rank {} did not connect within {}", s.rank, seconds(options_.timeout)));
+  }
+  if (!all_connected) return Status::ok();
+  const SimTime h = horizon();
+  for (const Session& s : sessions_) {
+    // Only silence the emulation waits on counts: a rank in a wait the
+    // replay has not ended yet is silent by right.
+    if (s.done || bound(s) != h || (s.wait.active && !s.wait.woken)) continue;
+    if (now - s.last_heard > options_.timeout) {
+      return Status::invalid_argument(fmt::format(
+          "live rank {} (pid {}) sent nothing for {} while the emulation waited for it; {}", s.rank,
+          s.pid, seconds(options_.timeout), last_op_text(s)));
+    }
+  }
+  return Status::ok();
+}
+
+std::vector<LiveRankTimes> Coordinator::Impl::live_times() const {
+  std::vector<LiveRankTimes> out;
+  for (const Session& s : sessions_) {
+    const LiveRankReport r = report_of(s);
+    const auto n = static_cast<std::int64_t>(r.iterations);
+    out.push_back(LiveRankTimes{SimTime{r.compute.ns * n}, SimTime{r.wait.ns * n},
+                                s.done ? s.finish : s.last_at});
+  }
+  return out;
+}
+
+// Per iteration: from the rank's first iteration marker (or 0) to its
+// goodbye, divided by its iterations. Compute is the union of the compute
+// it reported; a rank that reports none computed whenever it was not held
+// in a wait for a completion.
+LiveRankReport Coordinator::Impl::report_of(const Session& s) const {
+  LiveRankReport r;
+  r.rank = s.rank;
+  r.pid = s.pid;
+  r.exit_code = s.exit_code;
+  r.finish = s.done ? s.finish : s.last_at;
+  r.iterations = std::max<int>(1, static_cast<int>(s.marks.size()));
+  r.iteration_time = mean_iteration(s.marks, r.finish);
+  const SimTime lo = s.marks.empty() ? SimTime::zero() : s.marks.front();
+  const SimTime span = max(r.finish - lo, SimTime::zero());
+  const SimTime compute =
+      s.computed.empty() ? span - covered(s.held, lo, r.finish) : covered(s.computed, lo, r.finish);
+  r.compute = SimTime{compute.ns / r.iterations};
+  r.wait = max(r.iteration_time - r.compute, SimTime::zero());
+  r.ops = s.ops;
+  r.waits = s.waits;
+  r.peak_allocated = Bytes{s.peak_allocated};
+  return r;
+}
+
+Status Coordinator::Impl::deadlock_error(const ReplayResult& r) const {
+  std::string why;
+  for (const Session& s : sessions_) {
+    if (!s.done) {
+      why += waiting_text(s) + "; ";
+    } else if (s.matcher.remaining() > 0) {
+      why += fmt::format(
+          "live rank {} said goodbye with {} communication ops of the graph not "
+          "entered; ",
+          s.rank, s.matcher.remaining());
+    }
+  }
+  if (!r.blocked.empty()) {
+    const BlockedRank& b = r.blocked.front();
+    why += fmt::format("rank {}{} waits for {}", b.rank,
+                       b.num_ranks > 1 ? fmt::format(" (and {} like it)", b.num_ranks - 1) : "",
+                       b.waiting_for);
+  }
+  return Status::invalid_argument(fmt::format("the emulation cannot go on: {}", why));
+}
+
+}  // namespace prism::runtime

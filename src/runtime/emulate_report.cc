@@ -1,0 +1,77 @@
+#include "runtime/emulate_report.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace prism::runtime {
+namespace {
+
+double secs(SimTime t) {
+  return static_cast<double>(t.ns) / 1e9;
+}
+
+// The emulated time's error against the prediction, in percent.
+double error_pct(SimTime got, SimTime want) {
+  return want.ns == 0 ? 0 : (static_cast<double>(got.ns) / static_cast<double>(want.ns) - 1) * 100;
+}
+
+}  // namespace
+
+std::string format_emulate_text(const EmulateSummary& s) {
+  std::string out = fmt::format("job:                {} ({} ranks), {} real: {}\n", s.job,
+                                s.world_size, s.real.size(), s.program);
+  if (!s.out_of_memory.empty()) out += fmt::format("out of memory:      {}\n", s.out_of_memory);
+  out += fmt::format(
+      "iteration time:     {:.6f} s emulated; the replay without real ranks predicts {:.6f} s "
+      "({:+.2f}%)\n\n",
+      secs(s.iteration_time), secs(s.predicted_iteration_time),
+      error_pct(s.iteration_time, s.predicted_iteration_time));
+  out += "real ranks (seconds per iteration; predicted: the replay without real ranks):\n";
+  out += fmt::format("{:<8}{:>12}{:>12}{:>12}{:>12}{:>9}{:>8}{:>7}{:>6}\n", "rank", "iteration",
+                     "compute", "wait", "predicted", "error", "ops", "iters", "exit");
+  for (std::size_t i = 0; i < s.real.size(); ++i) {
+    const LiveRankReport& r = s.real[i];
+    out +=
+        fmt::format("{:<8}{:>12.6f}{:>12.6f}{:>12.6f}{:>12.6f}{:>8.2f}%{:>8}{:>7}{:>6}\n", r.rank,
+                    secs(r.iteration_time), secs(r.compute), secs(r.wait), secs(s.predicted[i]),
+                    error_pct(r.iteration_time, s.predicted[i]), r.ops, r.iterations, r.exit_code);
+  }
+  out += fmt::format("\nreplay: {} of {} ranks simulated ({}), {} op events\n", s.simulated_ranks,
+                     s.world_size, s.folded ? "folded" : "unfolded", s.op_events);
+  return out;
+}
+
+std::string format_emulate_json(const EmulateSummary& s) {
+  nlohmann::ordered_json j;
+  j["format_version"] = 1;
+  j["job"] = s.job;
+  j["world_size"] = s.world_size;
+  j["program"] = s.program;
+  j["iteration_time_s"] = secs(s.iteration_time);
+  j["predicted_iteration_time_s"] = secs(s.predicted_iteration_time);
+  if (!s.out_of_memory.empty()) j["out_of_memory"] = s.out_of_memory;
+  j["real_ranks"] = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < s.real.size(); ++i) {
+    const LiveRankReport& r = s.real[i];
+    nlohmann::ordered_json e;
+    e["rank"] = r.rank;
+    e["iteration_time_s"] = secs(r.iteration_time);
+    e["compute_s"] = secs(r.compute);
+    e["wait_s"] = secs(r.wait);
+    e["predicted_iteration_time_s"] = secs(s.predicted[i]);
+    e["error"] = error_pct(r.iteration_time, s.predicted[i]) / 100;
+    e["iterations"] = r.iterations;
+    e["ops"] = r.ops;
+    e["waits"] = r.waits;
+    e["peak_allocated_bytes"] = r.peak_allocated.count;
+    e["pid"] = r.pid;
+    e["exit_code"] = r.exit_code;
+    j["real_ranks"].push_back(std::move(e));
+  }
+  j["folded"] = s.folded;
+  j["simulated_ranks"] = s.simulated_ranks;
+  j["op_events"] = s.op_events;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace prism::runtime

@@ -1,0 +1,32 @@
+// What `prism emulate` prints and writes: the emulated iteration, and for
+// each real rank its emulated iteration time split into real compute and
+// emulated waiting, beside what the pure replay (no real ranks) predicted.
+// docs/emulate.md documents both forms.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/coordinator.h"
+
+namespace prism::runtime {
+
+struct EmulateSummary {
+  std::string job;
+  int world_size = 0;
+  std::string program;
+  SimTime iteration_time;            // the emulation's, over all ranks
+  SimTime predicted_iteration_time;  // the pure replay's
+  std::vector<LiveRankReport> real;  // one per real rank, ascending
+  std::vector<SimTime> predicted;    // per real rank: its pure-replay iteration time
+  bool folded = false;
+  int simulated_ranks = 0;
+  std::uint64_t op_events = 0;
+  std::string out_of_memory;  // the OOM's text when the emulation ended with one
+};
+
+std::string format_emulate_text(const EmulateSummary& s);
+// Indented JSON ending in a newline; keys in a fixed order.
+std::string format_emulate_json(const EmulateSummary& s);
+
+}  // namespace prism::runtime

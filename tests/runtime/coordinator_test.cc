@@ -1,0 +1,314 @@
+// The coordinator against scripted live ranks: the test speaks the wire
+// protocol itself with explicit virtual times, so every expected completion
+// is exact. The coordinator runs on a thread of its own.
+#include "runtime/coordinator.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "../replay/test_graphs.h"
+#include "wire/connection.h"
+
+namespace prism::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+using namespace wire;
+
+// Four ranks compute 100 * (rank + 1) ns, then all-reduce 1000 B, compute
+// 50 ns and all-reduce again. Replayed: 400 + 1500, + 50 + 1500 = 3450 ns.
+ExecutionGraph four_ranks() {
+  std::vector<Role> roles;
+  for (int r = 0; r < 4; ++r) {
+    RoleBuilder b("r" + std::to_string(r), {"s"});
+    b.compute(0, SimTime{100 * (r + 1)});
+    b.collective(0, 0, CollectiveKind::kAllReduce, Bytes{1000});
+    b.compute(0, SimTime{50});
+    b.collective(0, 0, CollectiveKind::kAllReduce, Bytes{1000});
+    roles.push_back(std::move(b).build());
+  }
+  return testing::make_graph({{"dp", 4}}, 8, {testing::group_slot("dp", {0})}, std::move(roles),
+                             {0, 1, 2, 3});
+}
+
+std::string socket_path() {
+  static int n = 0;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("prism-coord-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / ("c" + std::to_string(n++) + ".sock")).string();
+}
+
+// A coordinator on its own thread; result() joins it.
+class Running {
+ public:
+  Running(const ExecutionGraph& g, std::vector<Rank> live, bool capture = false,
+          std::chrono::milliseconds timeout = 5000ms)
+      : network_(testing::unit_network()), memory_(DeviceMemoryOptions{}) {
+    CoordinatorOptions o;
+    o.live_ranks = std::move(live);
+    o.job = "four";
+    o.timeout = timeout;
+    o.capture = capture;
+    coord_ = std::make_unique<Coordinator>(g, ReplayModels{&network_, &compute_, &memory_}, o);
+    Result<Address> a = coord_->listen(Address{Address::Kind::kUnix, socket_path(), "", 0});
+    EXPECT_TRUE(a.is_ok()) << a.status().message();
+    address = a.value();
+    future_ =
+        std::async(std::launch::async, [this] { return coord_->run([] { return Status::ok(); }); });
+  }
+  Result<CoordinatorResult> result() {
+    EXPECT_EQ(future_.wait_for(10s), std::future_status::ready) << "the coordinator hangs";
+    return future_.get();
+  }
+  Address address;
+
+ private:
+  AlphaBetaModel network_;
+  RooflineModel compute_;
+  AllocatorMemoryModel memory_;
+  std::unique_ptr<Coordinator> coord_;
+  std::future<Result<CoordinatorResult>> future_;
+};
+
+// A scripted live rank.
+class Rank0 {
+ public:
+  Rank0(const Address& a, Rank rank = 0) : rank_(rank) {
+    Result<std::unique_ptr<Connection>> c = Connection::open(a, 2000ms);
+    EXPECT_TRUE(c.is_ok()) << c.status().message();
+    conn = std::move(c).value();
+    send(Hello{rank, 4, rank, ::getpid(), "coordinator_test"});
+    EXPECT_EQ(std::get<Welcome>(receive()).job, "four");
+    send(CommInit{0, 4, rank, 0, {0, 1, 2, 3}});
+  }
+  void send(const Message& m) { ASSERT_TRUE(conn->send(m).is_ok()); }
+  Message receive() {
+    Result<Message> m = conn->receive(3000ms);
+    EXPECT_TRUE(m.is_ok()) << m.status().message();
+    return m.is_ok() ? m.value() : Message{Error{}};
+  }
+  void all_reduce(std::uint32_t id, std::int64_t at, std::int64_t bytes = 1000) {
+    send(wire::Op{id, 0, 0, OpCode::kAllReduce, DType::kBFloat16, bytes, 0, 0, 0, at});
+  }
+  // Waits for op `id` and returns its completion.
+  std::int64_t wait(std::uint32_t id, std::int64_t at) {
+    send(Wait{wait_id_++, id, seen_, at, kNoLimit});
+    const Message m = receive();
+    const auto* done = std::get_if<Complete>(&m);
+    EXPECT_TRUE(done != nullptr) << to_string(type_of(m));
+    if (done == nullptr) return -1;
+    ++seen_;
+    EXPECT_EQ(done->op_id, id);
+    return done->at;
+  }
+  std::unique_ptr<Connection> conn;
+  std::uint32_t wait_id_ = 0, seen_ = 0;
+
+ private:
+  Rank rank_;
+};
+
+TEST(CoordinatorTest, LiveRankOnTheReplayedScheduleGetsTheReplayedTimes) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0}, /*capture=*/true);
+  Rank0 r(c.address);
+  r.all_reduce(0, 100);
+  const std::int64_t first = r.wait(0, 100);
+  EXPECT_EQ(first, 1900);  // rank 3 arrives at 400; 1500 ns of all-reduce
+  r.all_reduce(1, first + 50);
+  const std::int64_t second = r.wait(1, first + 50);
+  EXPECT_EQ(second, 3450);
+  r.send(Bye{0, second});
+  Result<CoordinatorResult> out = c.result();
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  EXPECT_EQ(out.value().replay.makespan.ns, 3450);
+  ASSERT_EQ(out.value().live.size(), 1u);
+  const LiveRankReport& live = out.value().live[0];
+  EXPECT_EQ(live.iteration_time.ns, 3450);
+  EXPECT_EQ(live.compute.ns, 150);  // not held in waits
+  EXPECT_EQ(live.wait.ns, 3300);
+  EXPECT_EQ(live.ops, 2);
+  ASSERT_EQ(out.value().captures.size(), 1u);
+  const std::string json = format_capture_json(out.value().captures[0]);
+  EXPECT_THAT(json, HasSubstr(R"("code":"all_reduce")"));
+  EXPECT_THAT(json, HasSubstr(R"("graph_op":1)"));
+  EXPECT_THAT(json, HasSubstr(R"({"at":1900,"op_id":0,"type":"complete"})"));
+}
+
+TEST(CoordinatorTest, WaitWithADeadlineGetsAHorizon) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0});
+  Rank0 r(c.address);
+  r.all_reduce(0, 100);
+  // Nothing of rank 0 completes before 150: the coordinator says so.
+  r.send(Wait{0, kAnyOp, 0, 120, 150});
+  const Message m = r.receive();
+  ASSERT_TRUE(std::holds_alternative<Horizon>(m)) << to_string(type_of(m));
+  EXPECT_EQ(std::get<Horizon>(m).wait_id, 0u);
+  EXPECT_EQ(std::get<Horizon>(m).at, 150);
+  r.wait_id_ = 1;
+  EXPECT_EQ(r.wait(0, 150), 1900);
+  r.all_reduce(1, 1950);
+  EXPECT_EQ(r.wait(1, 1950), 3450);
+  r.send(Bye{0, 3450});
+  ASSERT_TRUE(c.result().is_ok());
+}
+
+TEST(CoordinatorTest, LateLiveRankDelaysEveryone) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {2});
+  Rank0 r(c.address, 2);
+  r.all_reduce(0, 5000);
+  EXPECT_EQ(r.wait(0, 5000), 6500);
+  r.all_reduce(1, 6550);
+  EXPECT_EQ(r.wait(1, 6550), 8050);
+  r.send(Bye{0, 8050});
+  Result<CoordinatorResult> out = c.result();
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  EXPECT_EQ(out.value().replay.makespan.ns, 8050);
+}
+
+TEST(CoordinatorTest, TwoLiveRanksInOneCollective) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {1, 3});
+  auto play = [&](Rank rank, std::int64_t late) {
+    Rank0 r(c.address, rank);
+    r.all_reduce(0, 100 * (rank + 1) + late);
+    const std::int64_t first = r.wait(0, 100 * (rank + 1) + late);
+    r.all_reduce(1, first + 50);
+    const std::int64_t second = r.wait(1, first + 50);
+    r.send(Bye{0, second});
+    return std::make_pair(first, second);
+  };
+  auto one = std::async(std::launch::async, play, 1, 0);
+  auto three = std::async(std::launch::async, play, 3, 1000);
+  const auto a = one.get(), b = three.get();
+  EXPECT_EQ(a.first, 1400 + 1500);  // rank 3 arrives at 1400
+  EXPECT_EQ(b.first, a.first);
+  EXPECT_EQ(b.second, a.second);
+  EXPECT_EQ(a.second, a.first + 50 + 1500);
+  ASSERT_TRUE(c.result().is_ok());
+}
+
+TEST(CoordinatorTest, OpTheGraphDoesNotHaveIsAMismatch) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0});
+  Rank0 r(c.address);
+  r.all_reduce(0, 100, 4096);
+  const Message m = r.receive();
+  ASSERT_TRUE(std::holds_alternative<Error>(m));
+  EXPECT_EQ(std::get<Error>(m).code, ErrorCode::kMismatch);
+  const Result<CoordinatorResult> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("rank 0 op 0 (all_reduce of 4096 bytes on communicator 0): the graph has "
+                        "all_reduce of 1000 bytes of bf16 here: all_reduce #0 on 'dp' (op 1)"));
+}
+
+TEST(CoordinatorTest, ClockGoingBackIsRejected) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0});
+  Rank0 r(c.address);
+  r.all_reduce(0, 100);
+  r.all_reduce(1, 50);
+  const Result<CoordinatorResult> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("sent op 1 at 50 ns, before 100 ns"));
+}
+
+TEST(CoordinatorTest, RankThatHangsUpIsReportedWithItsLastOp) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0});
+  {
+    Rank0 r(c.address);
+    r.all_reduce(0, 100);
+  }  // the connection closes without a bye, as when the process is killed
+  const Result<CoordinatorResult> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("live rank 0 (pid "));
+  EXPECT_THAT(out.status().message(), HasSubstr("connection closed without a bye"));
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("its last op: all_reduce #0 on 'dp' (op 1), entered at 0.000100 ms"));
+}
+
+TEST(CoordinatorTest, RankThatNeverConnectsTimesOut) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0, 2}, false, 300ms);
+  Rank0 r(c.address);  // rank 2 never comes
+  const Result<CoordinatorResult> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().message(), "live rank 2 did not connect within 0.3 s");
+  const Message m = r.receive();  // rank 0 is told
+  ASSERT_TRUE(std::holds_alternative<Error>(m));
+  EXPECT_EQ(std::get<Error>(m).code, ErrorCode::kAborted);
+}
+
+TEST(CoordinatorTest, GarbageEndsTheEmulation) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0});
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", c.address.path.c_str());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  const Result<CoordinatorResult> out = c.result();
+  ::close(fd);
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("a peer that never said hello"));
+  EXPECT_THAT(out.status().message(), HasSubstr("bad magic"));
+}
+
+TEST(CoordinatorTest, SilentRankTimesOut) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0}, false, 300ms);
+  Rank0 r(c.address);
+  r.all_reduce(0, 100);  // and then nothing: the emulation waits for rank 0
+  const Result<CoordinatorResult> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("live rank 0 (pid " + std::to_string(::getpid()) +
+                        ") sent nothing for 0.3 s while the emulation waited for it"));
+}
+
+TEST(CoordinatorTest, GoodbyeBeforeTheGraphEndsIsADeadlock) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0});
+  Rank0 r(c.address);
+  r.all_reduce(0, 100);
+  EXPECT_EQ(r.wait(0, 100), 1900);
+  r.send(Bye{0, 2000});  // without its second all-reduce
+  const Result<CoordinatorResult> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("live rank 0 said goodbye with 1 communication ops of the graph not "
+                        "entered; rank 1 waits for collective all_reduce #1 on "
+                        "'dp': rank 0 not arrived"));
+}
+
+TEST(CoordinatorTest, WrongRankIsRefused) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0}, false, 300ms);
+  Result<std::unique_ptr<Connection>> conn = Connection::open(c.address, 2000ms);
+  ASSERT_TRUE(conn.is_ok());
+  ASSERT_TRUE(conn.value()->send(Hello{1, 4, 1, 1, "x"}).is_ok());
+  Result<Message> m = conn.value()->receive(2000ms);
+  ASSERT_TRUE(m.is_ok());
+  ASSERT_TRUE(std::holds_alternative<Error>(m.value()));
+  EXPECT_EQ(std::get<Error>(m.value()).message, "rank 1 is not a live rank of this emulation");
+  EXPECT_FALSE(c.result().is_ok());  // rank 0 never came
+}
+
+}  // namespace
+}  // namespace prism::runtime
