@@ -299,8 +299,15 @@ Status Client::compute(std::uint16_t stream, std::int64_t duration_ns, std::stri
   return send(wire::Compute{stream, start, duration_ns, std::move(name)});
 }
 
+// After the goodbye the coordinator closes its end; reading up to that
+// close (answers and horizons the rank never asked for included) keeps the
+// goodbye from being lost: a socket closed with unread data is reset, and a
+// reset can overtake the last frame.
 Status Client::close(std::int32_t exit_code) {
-  return send(wire::Bye{exit_code, now()});
+  PRISM_RETURN_IF_ERROR(send(wire::Bye{exit_code, now()}));
+  while (conn_->receive(timeout_).is_ok()) {
+  }
+  return Status::ok();
 }
 
 }  // namespace prism::client

@@ -82,6 +82,8 @@ class FakeCoordinator : public wire::ServerHandler {
     } else if (const auto* w = std::get_if<wire::Wait>(&m)) {
       if (horizons_ && w->until != wire::kNoLimit && !woken(*w))
         server_.send(peer, wire::Horizon{w->wait_id, w->until});
+    } else if (std::holds_alternative<wire::Bye>(m)) {
+      server_.close(peer);  // as the coordinator does: the rank reads up to this close
     }
   }
   void on_close(wire::PeerId, const Status&) override {}
