@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/collective_command.h"
+#include "cli/emulate_command.h"
 #include "cli/memory_command.h"
 #include "cli/replay_command.h"
 #include "cli/simulate_command.h"
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   const prism::SimulateCommand simulate(app);
   const prism::BuildCommand build(app);
   const prism::MemoryCommand memory(app);
+  const prism::EmulateCommand emulate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
     if (simulate.selected()) return finish(simulate.run());
     if (build.selected()) return finish(build.run());
     if (memory.selected()) return finish(memory.run());
+    if (emulate.selected()) return finish(emulate.run());
   } catch (const std::exception& e) {  // e.g. out of memory: still one error line
     return fail(e.what());
   }

@@ -1,0 +1,45 @@
+// `prism emulate JOB.yaml --real-ranks LIST -- PROGRAM ARGS...`: hybrid
+// emulation. Builds the job's graph, starts the coordinator, starts PROGRAM
+// once per real rank with torchrun's environment, forwards their output with
+// a rank prefix, and replays every other rank so that each real rank's
+// collectives complete when they would at full scale. Prints and writes the
+// emulated iteration, per real rank split into real compute and emulated
+// waiting. docs/emulate.md documents it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/job_setup.h"
+#include "cli/memory_options.h"
+#include "util/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace prism {
+
+class EmulateCommand {
+ public:
+  explicit EmulateCommand(CLI::App& parent);
+  bool selected() const;
+  Result<int> run() const;
+
+ private:
+  CLI::App* app_;
+  JobOptions job_;
+  std::string real_ranks_;
+  std::string report_path_;
+  std::string trace_path_;
+  std::string trace_ranks_;
+  std::string capture_dir_;
+  std::string listen_;
+  double timeout_s_ = 600;
+  int master_port_ = 29500;
+  bool no_fold_ = false;
+  MemoryOptions memory_;
+  std::vector<std::string> program_;
+};
+
+}  // namespace prism
