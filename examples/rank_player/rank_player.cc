@@ -14,7 +14,11 @@
 //   --graph FILE        the graph instead of $PRISM_GRAPH
 //   --die-after-ops N   kill itself (SIGKILL) after entering N communication
 //                       ops: a crashed rank, for fault tests
+//   --garbage           connect to the coordinator's Unix socket and send it
+//                       an HTTP request instead of the protocol (fault tests)
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -40,7 +44,27 @@ using prism::Role;
 struct Options {
   std::string graph;
   long die_after_ops = -1;
+  bool garbage = false;
 };
+
+// Sends bytes that are not the protocol and waits for the coordinator to
+// hang up on them.
+int send_garbage() {
+  const char* address = std::getenv("PRISM_COORDINATOR");
+  if (address == nullptr || std::strncmp(address, "unix:", 5) != 0) return 2;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", address + 5);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return 1;
+  const char junk[] = "GET / HTTP/1.1\r\nHost: prism\r\n\r\n";
+  if (::write(fd, junk, sizeof junk - 1) < 0) return 1;
+  char buf[256];
+  while (::read(fd, buf, sizeof buf) > 0) {
+  }
+  ::close(fd);
+  return 0;
+}
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -291,11 +315,14 @@ int main(int argc, char** argv) {
       o.graph = argv[++i];
     } else if (std::strcmp(argv[i], "--die-after-ops") == 0 && i + 1 < argc) {
       o.die_after_ops = std::atol(argv[++i]);
+    } else if (std::strcmp(argv[i], "--garbage") == 0) {
+      o.garbage = true;
     } else {
-      std::fprintf(stderr, "usage: rank_player [--graph FILE] [--die-after-ops N]\n");
+      std::fprintf(stderr, "usage: rank_player [--graph FILE] [--die-after-ops N] [--garbage]\n");
       return 2;
     }
   }
+  if (o.garbage) return send_garbage();
   if (o.graph.empty()) {
     std::fprintf(stderr, "rank_player: no graph: set PRISM_GRAPH or pass --graph FILE\n");
     return 2;

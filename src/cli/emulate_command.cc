@@ -94,7 +94,7 @@ std::vector<SimTime> predicted_times(const ReplayResult& r, const std::vector<Ra
 // What the launcher knows of the real ranks' processes, for an error.
 std::string exits_text(runtime::Launcher& launcher) {
   std::string s;
-  for (const runtime::RankExit& e : launcher.wait_all(std::chrono::milliseconds(500))) {
+  for (const runtime::RankExit& e : launcher.wait_all(std::chrono::milliseconds(2000))) {
     if (e.running() || (e.how == runtime::RankExit::How::kExited && e.code == 0)) continue;
     s += fmt::format("; rank {} (pid {}) {}", e.rank, e.pid, e.describe());
   }

@@ -27,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include "run_prism.h"
 #include "util/file.h"
 
 extern char** environ;
@@ -36,9 +37,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSourceDir = PRISM_SOURCE_DIR;
-const fs::path kGoldenDir = kSourceDir / "tests" / "cli" / "golden";
-const std::string kPrism = PRISM_BINARY_DIR "/bin/prism";
+const fs::path kGoldenDir = fs::path(testing::kSourceDir) / "tests" / "cli" / "golden";
+using testing::run_prism;
+using testing::RunResult;
+using testing::slurp;
 
 struct Case {
   std::string name;                     // golden file stem; also the test name
@@ -52,62 +54,6 @@ struct Case {
 // Names the case in test listings instead of dumping its bytes.
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
-}
-
-struct RunResult {
-  int exit_status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-  for (std::size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size())
-    s.replace(at, from.size(), to);
-  return s;
-}
-
-std::string substitute_tmp(std::string s, const std::string& tmp) {
-  return replace_all(std::move(s), "{tmp}", tmp);
-}
-
-std::string slurp(const fs::path& p) {
-  Result<std::string> text = read_file(p.string());
-  return text.is_ok() ? std::move(text).value() : std::string();
-}
-
-// Runs prism with stdin from /dev/null and stdout/stderr into files in `tmp`.
-RunResult run_prism(const std::vector<std::string>& args, const std::string& tmp) {
-  std::vector<std::string> argv_s = {kPrism};
-  for (const std::string& a : args) argv_s.push_back(substitute_tmp(a, tmp));
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  const std::string out_path = tmp + "/stdout", err_path = tmp + "/stderr";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addchdir_np(&actions, kSourceDir.c_str());
-  pid_t pid = 0;
-  RunResult run;
-  const int rc = posix_spawn(&pid, kPrism.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    ADD_FAILURE() << "cannot start " << kPrism << ": " << std::strerror(rc);
-    return run;
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  run.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  // Paths under the temporary directory print as "{tmp}", as in the arguments.
-  run.out = replace_all(slurp(out_path), tmp, "{tmp}");
-  run.err = replace_all(slurp(err_path), tmp, "{tmp}");
-  return run;
 }
 
 std::string describe(const Case& c, const RunResult& run) {
@@ -151,7 +97,7 @@ class CliGoldenTest : public ::testing::TestWithParam<Case> {
 TEST_P(CliGoldenTest, MatchesGolden) {
   const Case& c = GetParam();
   for (const auto& [from, to] : c.inputs)
-    ASSERT_TRUE(fs::copy_file(kSourceDir / from, fs::path(tmp_) / to)) << from;
+    ASSERT_TRUE(fs::copy_file(fs::path(testing::kSourceDir) / from, fs::path(tmp_) / to)) << from;
   const RunResult run = run_prism(c.args, tmp_);
   check_golden(c.name + ".txt", describe(c, run));
   for (const std::string& f : c.files) {

@@ -1,0 +1,149 @@
+// `prism emulate` end to end: real rank_player processes against the
+// coordinator, on the small GPT job of the golden tests (16 ranks, a 10 ms
+// iteration). Emulated times depend on this machine's real timing, so these
+// tests check structure and loose bounds; docs/validation.md records the
+// fidelity experiment with its figures. Every fault must end the run with one
+// clear error, quickly.
+#include <chrono>
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_prism.h"
+
+namespace prism {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using testing::run_prism;
+using testing::RunResult;
+using testing::slurp;
+namespace fs = std::filesystem;
+
+const std::string kPlayer = PRISM_BINARY_DIR "/bin/rank_player";
+const std::string kJob = "tests/cli/data/job_small.yaml";
+
+class EmulateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = (fs::temp_directory_path() / "prism_emulate_test.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    tmp_ = templ;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);
+  }
+  RunResult emulate(const std::string& ranks, std::vector<std::string> program,
+                    std::vector<std::string> options = {}) {
+    std::vector<std::string> args = {"emulate", kJob, "--real-ranks", ranks};
+    args.insert(args.end(), options.begin(), options.end());
+    args.push_back("--");
+    args.insert(args.end(), program.begin(), program.end());
+    const auto start = std::chrono::steady_clock::now();
+    RunResult r = run_prism(args, tmp_);
+    seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  }
+  std::string tmp_;
+  double seconds_ = 0;
+};
+
+TEST_F(EmulateTest, RealRanksPlayTheirPartAndGetTheReplayedTime) {
+  const RunResult r = emulate(
+      "0,15", {kPlayer},
+      {"--report", "{tmp}/r.json", "--trace", "{tmp}/t.json", "--capture", "{tmp}/cap"});
+  ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[rank0]: rank_player: rank 0: done"));
+  EXPECT_THAT(r.out, HasSubstr("[rank15]: rank_player: rank 15: done"));
+  EXPECT_THAT(r.out, HasSubstr("job:                gpt-small (16 ranks), 2 real: "));
+
+  const nlohmann::json j = nlohmann::json::parse(slurp(fs::path(tmp_) / "r.json"));
+  EXPECT_EQ(j["world_size"], 16);
+  ASSERT_EQ(j["real_ranks"].size(), 2u);
+  for (const auto& rank : j["real_ranks"]) {
+    const double it = rank["iteration_time_s"], predicted = rank["predicted_iteration_time_s"];
+    EXPECT_GT(predicted, 0.009);
+    // Loose: this machine may be busy. docs/validation.md has the figures.
+    EXPECT_GT(it, predicted * 0.99);
+    EXPECT_LT(it, predicted * 1.5);
+    EXPECT_NEAR(rank["compute_s"].get<double>() + rank["wait_s"].get<double>(), it, 1e-9);
+    EXPECT_GT(rank["compute_s"].get<double>(), 0.002);
+    EXPECT_EQ(rank["exit_code"], 0);
+  }
+  EXPECT_EQ(j["real_ranks"][0]["rank"], 0);
+  EXPECT_EQ(j["real_ranks"][0]["ops"], 99);  // its communication ops in the graph
+
+  const std::string trace = slurp(fs::path(tmp_) / "t.json");
+  EXPECT_THAT(trace, HasSubstr(R"x("name":"rank 0 (stage0)")x"));
+  EXPECT_THAT(trace, HasSubstr(R"x("name":"rank 15 (stage1)")x"));
+
+  const std::string capture = slurp(fs::path(tmp_) / "cap" / "rank15.json");
+  EXPECT_THAT(capture, HasSubstr(R"("format":"prism-capture")"));
+  EXPECT_THAT(capture, HasSubstr(R"("type":"compute")"));
+  EXPECT_THAT(capture, HasSubstr(R"("type":"complete")"));
+  EXPECT_THAT(capture, HasSubstr(R"("type":"bye")"));
+}
+
+TEST_F(EmulateTest, KilledRankEndsTheRunWithItsLastOp) {
+  const RunResult r = emulate("3", {kPlayer, "--die-after-ops", "5"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, MatchesRegex("error: live rank 3 \\(pid [0-9]+\\): .*connection closed "
+                                  "without a bye; its last op: .* entered at [0-9.]+ ms; rank 3 "
+                                  "\\(pid [0-9]+\\) killed by signal 9 \\(SIGKILL\\)\n"));
+  EXPECT_LT(seconds_, 30);
+}
+
+TEST_F(EmulateTest, RankThatExitsBeforeConnectingIsNamed) {
+  const RunResult r = emulate("2", {"/bin/sh", "-c", "echo starting; exit 7"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.out, "[rank2]: starting\n");
+  EXPECT_THAT(r.err, MatchesRegex("error: real rank 2 \\(pid [0-9]+\\) exited with code 7 before "
+                                  "it connected to the coordinator.*\n"));
+}
+
+TEST_F(EmulateTest, RankThatNeverConnectsTimesOut) {
+  const RunResult r = emulate("0", {"sleep", "60"}, {"--timeout", "1"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err, "error: live rank 0 did not connect within 1 s\n");
+  EXPECT_LT(seconds_, 30);  // the sleeping rank was stopped, not waited for
+}
+
+TEST_F(EmulateTest, GarbageOnTheSocketEndsTheRun) {
+  const RunResult r = emulate("0", {kPlayer, "--garbage"}, {"--timeout", "5"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("error: a peer that never said hello: "));
+  EXPECT_THAT(r.err, HasSubstr("bad magic 0x20544547 (expected 0x4d535250): not a PrismLLM peer"));
+}
+
+TEST_F(EmulateTest, ProgramThatDoesWhatTheGraphDoesNotIsAMismatch) {
+  // The rank plays the graph of the same job with shorter sequences: its
+  // collectives carry other bytes.
+  ASSERT_EQ(run_prism({"build", kJob, "--set", "training.seq_length=1024", "-o", "{tmp}/g.json"},
+                      tmp_)
+                .exit_status,
+            0);
+  const RunResult r = emulate("0", {kPlayer, "--graph", tmp_ + "/g.json"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("error: rank 0 op 0 ("));
+  EXPECT_THAT(r.err, HasSubstr("the graph has all_gather of"));
+  EXPECT_THAT(r.err, HasSubstr("the coordinator: rank 0 op 0"));  // the rank was told why
+}
+
+TEST_F(EmulateTest, RejectsBadArguments) {
+  RunResult r = emulate("16", {kPlayer});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("--real-ranks"));
+  r = emulate("0", {"/nonexistent/program"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err, "error: rank 0: cannot run '/nonexistent/program': No such file or directory\n");
+  r = run_prism({"emulate", kJob, "--real-ranks", "0"}, tmp_);
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("PROGRAM is required"));
+}
+
+}  // namespace
+}  // namespace prism
