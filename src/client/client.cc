@@ -200,16 +200,18 @@ Result<std::int64_t> Client::block(std::uint32_t op_id, std::int64_t at, std::in
 
 void Client::wake_at(std::int64_t w, Clock::time_point arrived) {
   const Clock::time_point due = clock_.real_at(w);
-  if (arrived > due) {
-    // The answer came after the completion was due: drop the lateness.
-    late_ += clock_.release(w, arrived);
-    return;
+  if (arrived <= due) {
+    // Sleep most of a long wait, spin the end of it: the release is on time
+    // to within a few microseconds, not a scheduler tick.
+    if (arrived + kSpin < due) std::this_thread::sleep_until(due - kSpin);
+    while (Clock::now() < due) {
+    }
+    arrived = Clock::now();
   }
-  // Sleep most of a long wait, spin the end of it: the release is on time
-  // to within a few microseconds, not a scheduler tick.
-  if (arrived + kSpin < due) std::this_thread::sleep_until(due - kSpin);
-  while (Clock::now() < due) {
-  }
+  // Whatever came after the moment due (an answer that was late, a sleep
+  // the system ended late) is the emulator's, not the rank's: the clock
+  // restarts at the completion.
+  late_ += clock_.release(w, arrived);
 }
 
 std::optional<Client::Answer> Client::earliest_answer() const {

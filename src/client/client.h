@@ -99,8 +99,8 @@ class Client {
   // The next message: a Complete (kept in answers_) or a Horizon. Anything
   // else breaks the connection.
   Result<wire::Message> receive();
-  // Holds the caller until virtual time `w`; when the message that set `w`
-  // arrived after `w` was due, drops the lateness instead (late_).
+  // Holds the caller until virtual time `w`. Whatever real time passes
+  // after `w` was due (a late answer, a late wake-up) is dropped (late_).
   void wake_at(std::int64_t w, Clock::time_point arrived);
   // The answer the rank would take first: earliest completion, lowest ticket.
   std::optional<Answer> earliest_answer() const;

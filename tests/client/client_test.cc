@@ -207,7 +207,7 @@ TEST(ClientTest, WaitHoldsTheRankUntilTheCompletion) {
   const std::vector<wire::Op> ops = f.seen_of<wire::Op>();
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_GE(c->now(), ops[0].at + 20'000'000);
-  EXPECT_EQ(c->late().count(), 0);
+  EXPECT_LT(c->late(), 1ms);  // at most the last spin's overshoot
 }
 
 TEST(ClientTest, WaitSendsAWaitForItsOp) {
