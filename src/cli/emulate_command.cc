@@ -246,8 +246,13 @@ Result<int> EmulateCommand::run() const {
   std::fflush(stdout);
   if (!report_path_.empty())
     PRISM_RETURN_IF_ERROR(write_file_atomic(report_path_, runtime::format_emulate_json(s)));
-  if (!trace_path_.empty())
-    PRISM_RETURN_IF_ERROR(write_file_atomic(trace_path_, format_chrome_trace(g, out.replay)));
+  if (!trace_path_.empty()) {
+    std::vector<MeasuredSlice> measured;
+    for (const runtime::LiveCompute& c : out.computed)
+      measured.push_back(MeasuredSlice{c.rank, c.stream, c.name, c.start, c.end});
+    PRISM_RETURN_IF_ERROR(
+        write_file_atomic(trace_path_, format_chrome_trace(g, out.replay, measured)));
+  }
   if (!capture_dir_.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(capture_dir_, ec);

@@ -132,15 +132,27 @@ Json trace_event(const ExecutionGraph& g, const TraceRecord& rec) {
 
 }  // namespace
 
-std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r) {
+std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r,
+                                const std::vector<MeasuredSlice>& measured) {
   std::vector<Rank> ranks;
   for (const TraceRecord& rec : r.trace) ranks.push_back(rec.rank);
+  for (const MeasuredSlice& m : measured) ranks.push_back(m.rank);
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
 
   EventWriter out;
   append_metadata(g, ranks, &out);
   for (const TraceRecord& rec : r.trace) out.add(trace_event(g, rec));
+  for (const MeasuredSlice& m : measured) {
+    out.add(Json{{"name", m.name},
+                 {"cat", "compute"},
+                 {"ph", "X"},
+                 {"ts", to_micros(m.start)},
+                 {"dur", to_micros(m.end - m.start)},
+                 {"pid", m.rank},
+                 {"tid", m.stream},
+                 {"args", Json{{"measured", true}}}});
+  }
   // Memory counters of the same ranks: one track per rank, bytes.
   for (const MemorySample& m : r.memory_trace) {
     if (!std::binary_search(ranks.begin(), ranks.end(), m.rank)) continue;

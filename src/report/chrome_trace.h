@@ -11,14 +11,28 @@
 // order, one event per line.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "graph/graph.h"
 #include "replay/result.h"
 
 namespace prism {
 
+// Compute a live rank measured and reported (hybrid emulation): not a graph
+// op, so named by the rank.
+struct MeasuredSlice {
+  Rank rank = 0;
+  std::uint16_t stream = 0;
+  std::string name;
+  SimTime start, end;
+};
+
 // `r` must come from replaying `g` (trace records refer to its roles).
-std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r);
+// `measured` slices go on their rank's stream's thread, with "cat":
+// "compute" and "args": {"measured": true}, after the records.
+std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r,
+                                const std::vector<MeasuredSlice>& measured = {});
 
 }  // namespace prism

@@ -165,6 +165,7 @@ Status Coordinator::Impl::handle(Session& s, const wire::Message& m) {
       end_wait(s);
       s.last_at = end;
       s.computed.emplace_back(SimTime{c.at}, end);
+      s.slices.push_back(LiveCompute{s.rank, c.stream, c.name, SimTime{c.at}, end});
       return Status::ok();
     }
     case wire::MessageType::kBye: {

@@ -57,10 +57,19 @@ struct LiveRankReport {
   Bytes peak_allocated;    // from its memory events
 };
 
+// A compute interval a live rank reported (wire::Compute).
+struct LiveCompute {
+  Rank rank = 0;
+  std::uint16_t stream = 0;
+  std::string name;
+  SimTime start, end;
+};
+
 struct CoordinatorResult {
   ReplayResult replay;                // live ranks included, as real ones
   std::vector<LiveRankReport> live;   // options.live_ranks order
   std::vector<RankCapture> captures;  // when options.capture
+  std::vector<LiveCompute> computed;  // every live rank's reported compute, by rank then time
 };
 
 class Coordinator {

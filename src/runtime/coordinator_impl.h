@@ -52,8 +52,9 @@ struct Session {
   SteadyClock::time_point last_heard;
   // Measurements for the report.
   std::vector<SimTime> marks;
-  std::vector<Interval> computed;  // compute the rank reported
-  std::vector<Interval> held;      // waits that ended at a completion
+  std::vector<Interval> computed;   // compute the rank reported
+  std::vector<LiveCompute> slices;  // the same, with stream and name, for the trace
+  std::vector<Interval> held;       // waits that ended at a completion
   std::int64_t ops = 0, waits = 0;
   std::map<std::uint64_t, std::int64_t> allocations;
   std::int64_t allocated = 0, peak_allocated = 0;

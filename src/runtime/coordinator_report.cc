@@ -62,6 +62,7 @@ Result<CoordinatorResult> Coordinator::Impl::run(const std::function<Status()>& 
   for (const Session& s : sessions_) {
     out.live.push_back(report_of(s));
     if (options_.capture) out.captures.push_back(s.capture);
+    out.computed.insert(out.computed.end(), s.slices.begin(), s.slices.end());
   }
   return out;
 }

@@ -53,9 +53,9 @@ class EmulateTest : public ::testing::Test {
 };
 
 TEST_F(EmulateTest, RealRanksPlayTheirPartAndGetTheReplayedTime) {
-  const RunResult r = emulate(
-      "0,15", {kPlayer},
-      {"--report", "{tmp}/r.json", "--trace", "{tmp}/t.json", "--capture", "{tmp}/cap"});
+  const RunResult r =
+      emulate("0,15", {kPlayer},
+              {"--report", "{tmp}/r.json", "--trace", "{tmp}/t.json", "--capture", "{tmp}/cap"});
   ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("[rank0]: rank_player: rank 0: done"));
   EXPECT_THAT(r.out, HasSubstr("[rank15]: rank_player: rank 15: done"));
@@ -80,12 +80,22 @@ TEST_F(EmulateTest, RealRanksPlayTheirPartAndGetTheReplayedTime) {
   const std::string trace = slurp(fs::path(tmp_) / "t.json");
   EXPECT_THAT(trace, HasSubstr(R"x("name":"rank 0 (stage0)")x"));
   EXPECT_THAT(trace, HasSubstr(R"x("name":"rank 15 (stage1)")x"));
+  // The real ranks' measured compute beside their communication.
+  EXPECT_THAT(trace, HasSubstr(R"("cat":"compute","ph":"X")"));
+  EXPECT_THAT(trace, HasSubstr(R"("args":{"measured":true})"));
 
   const std::string capture = slurp(fs::path(tmp_) / "cap" / "rank15.json");
   EXPECT_THAT(capture, HasSubstr(R"("format":"prism-capture")"));
   EXPECT_THAT(capture, HasSubstr(R"("type":"compute")"));
   EXPECT_THAT(capture, HasSubstr(R"("type":"complete")"));
   EXPECT_THAT(capture, HasSubstr(R"("type":"bye")"));
+}
+
+TEST_F(EmulateTest, RealRanksReachTheCoordinatorOverTcp) {
+  // As ranks on another host would: PRISM_COORDINATOR is tcp:HOST:PORT.
+  const RunResult r = emulate("0", {kPlayer}, {"--listen", "tcp:127.0.0.1:0"});
+  ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[rank0]: rank_player: rank 0: done"));
 }
 
 TEST_F(EmulateTest, KilledRankEndsTheRunWithItsLastOp) {
@@ -122,10 +132,10 @@ TEST_F(EmulateTest, GarbageOnTheSocketEndsTheRun) {
 TEST_F(EmulateTest, ProgramThatDoesWhatTheGraphDoesNotIsAMismatch) {
   // The rank plays the graph of the same job with shorter sequences: its
   // collectives carry other bytes.
-  ASSERT_EQ(run_prism({"build", kJob, "--set", "training.seq_length=1024", "-o", "{tmp}/g.json"},
-                      tmp_)
-                .exit_status,
-            0);
+  ASSERT_EQ(
+      run_prism({"build", kJob, "--set", "training.seq_length=1024", "-o", "{tmp}/g.json"}, tmp_)
+          .exit_status,
+      0);
   const RunResult r = emulate("0", {kPlayer, "--graph", tmp_ + "/g.json"});
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_THAT(r.err, HasSubstr("error: rank 0 op 0 ("));
