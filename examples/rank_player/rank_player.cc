@@ -164,9 +164,7 @@ std::int64_t Player::duration(const Op& op) const {
   static const prism::RooflineModel roofline;
   const prism::SimTime d =
       op.cost == prism::kNone ? op.duration : roofline.duration(role_.costs[op.cost]);
-  const std::int64_t ppm = g_.compute_scale_ppm(rank_);
-  const auto scaled = (static_cast<prism::Int128>(d.ns) * ppm + 500'000) / 1'000'000;
-  return static_cast<std::int64_t>(std::min<prism::Int128>(scaled, prism::kMaxOpDuration.ns));
+  return prism::scale_duration(d, g_.compute_scale_ppm(rank_)).ns;
 }
 
 bool Player::enter(int st, int oi) {

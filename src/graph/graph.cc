@@ -22,6 +22,15 @@ std::int64_t ExecutionGraph::compute_scale_ppm(Rank r) const {
   return (it != overrides.end() && it->rank == r) ? it->compute_scale_ppm : 1'000'000;
 }
 
+SimTime scale_duration(SimTime d, std::int64_t ppm) {
+  constexpr std::int64_t kOne = 1'000'000;
+  if (ppm != kOne) {
+    const Int128 scaled = (static_cast<Int128>(d.ns) * ppm + kOne / 2) / kOne;
+    d = SimTime{static_cast<std::int64_t>(std::min<Int128>(scaled, kMaxOpDuration.ns))};
+  }
+  return min(d, kMaxOpDuration);
+}
+
 std::size_t ExecutionGraph::total_ops() const {
   std::size_t n = 0;
   for (const Role& role : roles) n += role.ops.size();

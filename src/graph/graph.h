@@ -56,4 +56,8 @@ struct ExecutionGraph {
   std::size_t total_ops() const;  // sum over roles, not ranks
 };
 
+// `d` scaled by `ppm` parts per million (a rank's compute scale), rounded to
+// the nearest nanosecond and clamped to kMaxOpDuration.
+SimTime scale_duration(SimTime d, std::int64_t ppm);
+
 }  // namespace prism

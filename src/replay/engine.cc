@@ -10,9 +10,6 @@
 #include <fmt/format.h>
 
 namespace prism {
-namespace {
-constexpr std::int64_t kPpmOne = 1'000'000;
-}  // namespace
 
 Result<ReplayResult> replay(const ExecutionGraph& g, const ReplayOptions& options,
                             const ReplayModels& models) {
@@ -152,13 +149,9 @@ bool Engine::issue_group(std::uint32_t s, std::uint16_t st) {
 }
 
 SimTime Engine::compute_duration(const SimRank& sr, const Op& op) const {
-  SimTime d =
+  const SimTime d =
       op.cost == kNone ? op.duration : models_.compute->duration(g_.roles[sr.role].costs[op.cost]);
-  if (sr.scale_ppm != kPpmOne) {
-    const Int128 scaled = (static_cast<Int128>(d.ns) * sr.scale_ppm + kPpmOne / 2) / kPpmOne;
-    d = SimTime{static_cast<std::int64_t>(std::min<Int128>(scaled, kMaxOpDuration.ns))};
-  }
-  return min(d, kMaxOpDuration);
+  return scale_duration(d, sr.scale_ppm);
 }
 
 bool Engine::start_op(std::uint32_t s, std::uint16_t st, std::int32_t oi) {
