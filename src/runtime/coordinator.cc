@@ -140,17 +140,13 @@ Status Coordinator::Impl::handle(Session& s, const wire::Message& m) {
       return start_wait(s, std::get<wire::Wait>(m));
     case wire::MessageType::kMemory: {
       const auto& mem = std::get<wire::Memory>(m);
-      PRISM_RETURN_IF_ERROR(check_time(s, SimTime{mem.at}, "a memory event"));
-      end_wait(s);
-      s.last_at = SimTime{mem.at};
+      PRISM_RETURN_IF_ERROR(step_to(s, SimTime{mem.at}, "a memory event"));
       memory(s, mem);
       return Status::ok();
     }
     case wire::MessageType::kMarker: {
       const auto& mk = std::get<wire::Marker>(m);
-      PRISM_RETURN_IF_ERROR(check_time(s, SimTime{mk.at}, "a marker"));
-      end_wait(s);
-      s.last_at = SimTime{mk.at};
+      PRISM_RETURN_IF_ERROR(step_to(s, SimTime{mk.at}, "a marker"));
       if (mk.code == wire::MarkerCode::kIterationBegin) {
         s.marks.push_back(s.last_at);
         replay_.mark_iteration(s.rank, s.last_at);
@@ -161,18 +157,14 @@ Status Coordinator::Impl::handle(Session& s, const wire::Message& m) {
       // Reported when it ended: its start may lie before the rank's bound.
       const auto& c = std::get<wire::Compute>(m);
       const SimTime end{c.at + c.duration};
-      PRISM_RETURN_IF_ERROR(check_time(s, end, "a compute report"));
-      end_wait(s);
-      s.last_at = end;
-      s.computed.emplace_back(SimTime{c.at}, end);
-      s.slices.push_back(LiveCompute{s.rank, c.stream, c.name, SimTime{c.at}, end});
+      PRISM_RETURN_IF_ERROR(step_to(s, end, "a compute report"));
+      s.computed.push_back(LiveCompute{s.rank, c.stream, c.name, SimTime{c.at}, end});
       return Status::ok();
     }
     case wire::MessageType::kBye: {
       const auto& b = std::get<wire::Bye>(m);
-      PRISM_RETURN_IF_ERROR(check_time(s, SimTime{b.at}, "its goodbye"));
-      end_wait(s);
-      s.last_at = s.finish = SimTime{b.at};
+      PRISM_RETURN_IF_ERROR(step_to(s, SimTime{b.at}, "its goodbye"));
+      s.finish = s.last_at;
       s.done = true;
       s.exit_code = b.exit_code;
       return Status::ok();
@@ -198,8 +190,7 @@ Status Coordinator::Impl::enter(Session& s, const wire::Op& op) {
   }
   const std::int32_t gop = matched.value();
   if (options_.capture) s.capture.entries.back().graph_op = gop;
-  end_wait(s);
-  s.last_at = at;
+  move_to(s, at);
   s.entered[op.op_id] = gop;
   s.op_id_of[gop] = op.op_id;
   s.last_op = gop;
@@ -219,8 +210,7 @@ Status Coordinator::Impl::start_wait(Session& s, const wire::Wait& w) {
     return Status::invalid_argument(fmt::format("live rank {} has seen {} answers of {} sent",
                                                 s.rank, w.answers_seen, s.answers.size()));
   }
-  end_wait(s);
-  s.last_at = SimTime{w.at};
+  move_to(s, SimTime{w.at});
   s.wait = WaitState{true, false, w.wait_id, w.op_id, SimTime{w.at}, wire_time(w.until), {}};
   ++s.waits;
   // An answer already sent may end the wait at once.
@@ -242,8 +232,16 @@ void Coordinator::Impl::wake(Session& s, SimTime at, bool answer) {
   if (answer && at <= w.until) s.held.emplace_back(w.at, w.wake);
 }
 
-void Coordinator::Impl::end_wait(Session& s) {
+// The rank acted at `at`: any wait it was in is over.
+void Coordinator::Impl::move_to(Session& s, SimTime at) {
   s.wait.active = false;
+  s.last_at = at;
+}
+
+Status Coordinator::Impl::step_to(Session& s, SimTime at, std::string_view what) {
+  PRISM_RETURN_IF_ERROR(check_time(s, at, what));
+  move_to(s, at);
+  return Status::ok();
 }
 
 void Coordinator::Impl::memory(Session& s, const wire::Memory& m) {

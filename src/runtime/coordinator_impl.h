@@ -52,9 +52,8 @@ struct Session {
   SteadyClock::time_point last_heard;
   // Measurements for the report.
   std::vector<SimTime> marks;
-  std::vector<Interval> computed;   // compute the rank reported
-  std::vector<LiveCompute> slices;  // the same, with stream and name, for the trace
-  std::vector<Interval> held;       // waits that ended at a completion
+  std::vector<LiveCompute> computed;  // compute the rank reported
+  std::vector<Interval> held;         // waits that ended at a completion
   std::int64_t ops = 0, waits = 0;
   std::map<std::uint64_t, std::int64_t> allocations;
   std::int64_t allocated = 0, peak_allocated = 0;
@@ -83,7 +82,8 @@ class Coordinator::Impl : public wire::ServerHandler, public LiveListener {
   Status check_time(const Session& s, SimTime at, std::string_view what) const;
   Status enter(Session& s, const wire::Op& op);
   Status start_wait(Session& s, const wire::Wait& w);
-  void end_wait(Session& s);
+  void move_to(Session& s, SimTime at);
+  Status step_to(Session& s, SimTime at, std::string_view what);  // check_time, then move_to
   void wake(Session& s, SimTime at, bool answer);
   void memory(Session& s, const wire::Memory& m);
   void send(Session& s, const wire::Message& m);
@@ -98,6 +98,10 @@ class Coordinator::Impl : public wire::ServerHandler, public LiveListener {
   std::string last_op_text(const Session& s) const;
   std::string waiting_text(const Session& s) const;
   Status check_timeouts(SteadyClock::time_point now);
+  struct Measured {
+    SimTime finish, span, compute;
+  };
+  Measured measure(const Session& s) const;
   std::vector<LiveRankTimes> live_times() const;
   LiveRankReport report_of(const Session& s) const;
   Status deadlock_error(const ReplayResult& r) const;

@@ -62,7 +62,7 @@ Result<CoordinatorResult> Coordinator::Impl::run(const std::function<Status()>& 
   for (const Session& s : sessions_) {
     out.live.push_back(report_of(s));
     if (options_.capture) out.captures.push_back(s.capture);
-    out.computed.insert(out.computed.end(), s.slices.begin(), s.slices.end());
+    out.computed.insert(out.computed.end(), s.computed.begin(), s.computed.end());
   }
   return out;
 }
@@ -125,34 +125,45 @@ Status Coordinator::Impl::check_timeouts(SteadyClock::time_point now) {
   return Status::ok();
 }
 
+// The rank's measured span, from its first iteration marker (or 0) to its
+// goodbye, and its compute in that span: the union of the compute it
+// reported, or, for a rank that reports none, whenever it was not held in
+// a wait for a completion.
+Coordinator::Impl::Measured Coordinator::Impl::measure(const Session& s) const {
+  Measured m;
+  m.finish = s.done ? s.finish : s.last_at;
+  const SimTime lo = s.marks.empty() ? SimTime::zero() : s.marks.front();
+  m.span = max(m.finish - lo, SimTime::zero());
+  if (s.computed.empty()) {
+    m.compute = m.span - covered(s.held, lo, m.finish);
+  } else {
+    std::vector<Interval> spans;
+    for (const LiveCompute& c : s.computed) spans.emplace_back(c.start, c.end);
+    m.compute = covered(std::move(spans), lo, m.finish);
+  }
+  return m;
+}
+
 std::vector<LiveRankTimes> Coordinator::Impl::live_times() const {
   std::vector<LiveRankTimes> out;
   for (const Session& s : sessions_) {
-    const LiveRankReport r = report_of(s);
-    const auto n = static_cast<std::int64_t>(r.iterations);
-    out.push_back(LiveRankTimes{SimTime{r.compute.ns * n}, SimTime{r.wait.ns * n},
-                                s.done ? s.finish : s.last_at});
+    const Measured m = measure(s);
+    out.push_back(LiveRankTimes{m.compute, m.span - m.compute, m.finish});
   }
   return out;
 }
 
-// Per iteration: from the rank's first iteration marker (or 0) to its
-// goodbye, divided by its iterations. Compute is the union of the compute
-// it reported; a rank that reports none computed whenever it was not held
-// in a wait for a completion.
+// Per iteration: the measured span divided by the rank's iterations.
 LiveRankReport Coordinator::Impl::report_of(const Session& s) const {
+  const Measured m = measure(s);
   LiveRankReport r;
   r.rank = s.rank;
   r.pid = s.pid;
   r.exit_code = s.exit_code;
-  r.finish = s.done ? s.finish : s.last_at;
+  r.finish = m.finish;
   r.iterations = std::max<int>(1, static_cast<int>(s.marks.size()));
   r.iteration_time = mean_iteration(s.marks, r.finish);
-  const SimTime lo = s.marks.empty() ? SimTime::zero() : s.marks.front();
-  const SimTime span = max(r.finish - lo, SimTime::zero());
-  const SimTime compute =
-      s.computed.empty() ? span - covered(s.held, lo, r.finish) : covered(s.computed, lo, r.finish);
-  r.compute = SimTime{compute.ns / r.iterations};
+  r.compute = SimTime{m.compute.ns / r.iterations};
   r.wait = max(r.iteration_time - r.compute, SimTime::zero());
   r.ops = s.ops;
   r.waits = s.waits;
