@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/cluster_models.h"
 #include "cli/replay_command.h"
 #include "compute/compute_model.h"
 #include "graph/graph_json.h"
@@ -49,17 +50,6 @@ class PrivateDir {
  private:
   explicit PrivateDir(std::string p) : path_(std::move(p)) {}
   std::string path_;
-};
-
-// The models of one replay of the job.
-struct Models {
-  Models(const PreparedJob& p, const DeviceMemoryOptions& device)
-      : network(p.job.cluster, NcclSelection{}), memory(device), nccl(network.tuner()) {}
-  ReplayModels view() { return ReplayModels{&network, &compute, &memory, &nccl}; }
-  FlowNetwork network;
-  RooflineModel compute;  // unused: every compute op of a built job has its duration
-  AllocatorMemoryModel memory;
-  NcclMemory nccl;
 };
 
 // torchrun's variables for `rank`, and PrismLLM's own.
@@ -168,7 +158,7 @@ Result<int> EmulateCommand::run() const {
   ReplayOptions pure_options;
   pure_options.fold = !no_fold_;
   pure_options.trace_ranks = real.value();
-  Models pure_models(p, device);
+  ClusterModels pure_models(p.job.cluster, NcclSelection{}, device);
   PRISM_ASSIGN_OR_RETURN(const ReplayResult pure, replay(g, pure_options, pure_models.view()));
 
   PRISM_ASSIGN_OR_RETURN(PrivateDir dir, PrivateDir::make());
@@ -183,7 +173,7 @@ Result<int> EmulateCommand::run() const {
   co.trace_ranks = traced;
   co.timeout = timeout;
   co.capture = !capture_dir_.empty();
-  Models models(p, device);
+  ClusterModels models(p.job.cluster, NcclSelection{}, device);
   runtime::Coordinator coordinator(g, models.view(), co);
   wire::Address where{wire::Address::Kind::kUnix, dir.path() + "/coordinator.sock", "", 0};
   if (!listen_.empty()) {

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/cluster_models.h"
 #include "cli/job_setup.h"
 #include "compute/compute_model.h"
 #include "graph/graph_json.h"
@@ -152,12 +153,8 @@ Result<int> ReplayCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(const ClusterSpec cluster, cluster_for(cluster_, g));
   PRISM_ASSIGN_OR_RETURN(const DeviceMemoryOptions device, memory_.device(cluster.gpu_model));
   progress(fmt::format("replaying {} ranks...", g.world_size()));
-  FlowNetwork network(cluster, selection);
-  RooflineModel compute(compute_params);
-  AllocatorMemoryModel memory(device);
-  NcclMemory nccl(network.tuner());
-  PRISM_ASSIGN_OR_RETURN(const ReplayResult result,
-                         replay(g, options, ReplayModels{&network, &compute, &memory, &nccl}));
+  ClusterModels models(cluster, selection, device, compute_params);
+  PRISM_ASSIGN_OR_RETURN(const ReplayResult result, replay(g, options, models.view()));
 
   std::fputs(format_summary(g, result).c_str(), stdout);
   std::fflush(stdout);

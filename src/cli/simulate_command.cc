@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/cluster_models.h"
 #include "cli/replay_command.h"
 #include "compute/compute_model.h"
 #include "graph/graph_json.h"
@@ -188,12 +189,9 @@ Result<int> SimulateCommand::run() const {
                             options.trace_ranks.end());
 
   progress(fmt::format("replaying {} ranks...", g.world_size()));
-  FlowNetwork network(p.job.cluster, selection);
-  const RooflineModel compute;  // unused: every compute op has its duration
-  AllocatorMemoryModel memory(device);
-  NcclMemory nccl(network.tuner());
-  PRISM_ASSIGN_OR_RETURN(ReplayResult result,
-                         replay(g, options, ReplayModels{&network, &compute, &memory, &nccl}));
+  // Roofline compute goes unused: every compute op of a built job has its duration.
+  ClusterModels models(p.job.cluster, selection, device);
+  PRISM_ASSIGN_OR_RETURN(ReplayResult result, replay(g, options, models.view()));
   if (result.outcome == ReplayResult::Outcome::kDeadlock) {
     return Status::invalid_argument(fmt::format(
         "the graph built from {} deadlocked at rank {} ({}): a builder defect, please report it",

@@ -53,8 +53,7 @@ Status OpMatcher::declare(const wire::CommInit& c) {
         c.members.empty()
             ? std::ssize(members) == c.nranks && res.index_in_group(slot, rank_) == c.rank_in_comm
             : members == std::vector<Rank>(c.members.begin(), c.members.end());
-    if (!fits || slot_taken_[slot] > 0) continue;
-    ++slot_taken_[slot];
+    if (!fits || !slot_taken_.insert(slot).second) continue;
     comm.slot = slot;
     comm.members = members;
     break;

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -60,7 +61,7 @@ class OpMatcher {
   Rank rank_;
   const Role& role_;
   std::map<std::uint32_t, Comm> comms_;  // by the rank's handle
-  std::map<int, int> slot_taken_;        // group slot -> declarations bound to it
+  std::set<int> slot_taken_;             // group slots a declaration is bound to
   std::map<int, Queue> collectives_;     // by group slot
   std::map<P2PKey, Queue> p2p_;          // by (direction, peer, tag)
   std::vector<std::int32_t> seq_of_op_;  // per op: its number on its slot or channel
