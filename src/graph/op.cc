@@ -19,10 +19,11 @@ constexpr std::array<std::pair<OpKind, std::string_view>, 9> kOpKinds{{
     {OpKind::kEventWait, "event_wait"},
     {OpKind::kMarker, "marker"},
 }};
-constexpr std::array<std::pair<MarkerKind, std::string_view>, 3> kMarkers{{
+constexpr std::array<std::pair<MarkerKind, std::string_view>, 4> kMarkers{{
     {MarkerKind::kIteration, "iteration"},
     {MarkerKind::kMicrobatch, "microbatch"},
     {MarkerKind::kPhase, "phase"},
+    {MarkerKind::kIterationEnd, "iteration_end"},
 }};
 constexpr std::array<std::pair<KernelClass, std::string_view>, 4> kKernelClasses{{
     {KernelClass::kGemm, "gemm"},

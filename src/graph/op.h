@@ -27,7 +27,10 @@ enum class OpKind : std::uint8_t {
   kMarker,       // iteration / micro-batch / phase boundary; takes no time
 };
 
-enum class MarkerKind : std::uint8_t { kIteration, kMicrobatch, kPhase };
+// kIteration begins an iteration (and ends the previous one); kIterationEnd
+// ends the current one without beginning another, so that what follows (a
+// program's shutdown) is no iteration. Iteration times: replay/result.h.
+enum class MarkerKind : std::uint8_t { kIteration, kMicrobatch, kPhase, kIterationEnd };
 
 // What a compute op costs when it has no measured duration; the compute model
 // turns it into time for the GPU being simulated.

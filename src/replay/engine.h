@@ -31,7 +31,7 @@ class Engine {
   void start();
   Result<SimTime> step();
   void enter_live(Rank rank, std::int32_t op, SimTime at);
-  void mark_live(Rank rank, SimTime at);
+  void mark_live(Rank rank, SimTime at, bool end);
   SimTime now() const { return now_; }
   bool stopped() const { return stopped_; }
   ReplayResult finish_live(const std::vector<LiveRankTimes>& live);
@@ -75,7 +75,7 @@ class Engine {
     int communicating = 0;  // communication ops with data moving
     SimTime last_change;
     SimTime compute, exposed, idle, finish;
-    std::vector<SimTime> iteration_marks;
+    IterationMarks iteration_marks;
   };
   struct Event {
     std::uint32_t srank;

@@ -63,7 +63,20 @@ RankTimes mean_times(const TimeSums& sum, std::int64_t n) {
 
 }  // namespace
 
-SimTime mean_iteration(const std::vector<SimTime>& marks, SimTime finish) {
+std::vector<SimTime> IterationMarks::complete() const {
+  if (!has_end()) return begins;
+  std::vector<SimTime> out(begins.begin(), begins.begin() + static_cast<long>(begins_at_end));
+  if (out.empty()) out.push_back(SimTime::zero());  // only end markers: from the start
+  return out;
+}
+
+int IterationMarks::count() const {
+  return std::max<int>(1, static_cast<int>(complete().size()));
+}
+
+SimTime mean_iteration(const IterationMarks& m, SimTime finish_time) {
+  const std::vector<SimTime> marks = m.complete();
+  const SimTime finish = m.last_end(finish_time);
   if (marks.empty()) return finish;
   std::int64_t sum = 0;
   for (std::size_t k = 0; k < marks.size(); ++k)
@@ -145,17 +158,22 @@ void Engine::collect_memory_trace(ReplayResult* r) const {
 
 // Iteration k starts when the slowest rank passes its k-th iteration marker
 // and ends when the slowest passes the next one (the last ends at the
-// makespan). Without markers the whole replay is one iteration.
+// slowest rank's last end marker, or without end markers at the makespan).
+// Without markers the whole replay is one iteration.
 void Engine::collect_iterations(ReplayResult* r) const {
   std::vector<SimTime> starts;
+  SimTime last_end{-1};  // the slowest rank's last end marker
   for (const SimRank& sr : sranks_) {
-    if (sr.iteration_marks.size() > starts.size()) starts.resize(sr.iteration_marks.size());
-    for (std::size_t k = 0; k < sr.iteration_marks.size(); ++k)
-      starts[k] = max(starts[k], sr.iteration_marks[k]);
+    const std::vector<SimTime> marks = sr.iteration_marks.complete();
+    if (marks.size() > starts.size()) starts.resize(marks.size());
+    for (std::size_t k = 0; k < marks.size(); ++k) starts[k] = max(starts[k], marks[k]);
+    if (sr.iteration_marks.has_end()) last_end = max(last_end, sr.iteration_marks.end);
   }
   if (starts.empty()) starts.push_back(SimTime::zero());
   for (std::size_t k = 0; k < starts.size(); ++k) {
-    const SimTime end = k + 1 < starts.size() ? starts[k + 1] : r->makespan;
+    const SimTime end = k + 1 < starts.size() ? starts[k + 1]
+                        : last_end.ns >= 0    ? last_end
+                                              : r->makespan;
     r->iteration_times.push_back(end - starts[k]);
   }
   std::int64_t sum = 0;

@@ -87,17 +87,41 @@ struct MemorySample {
   Bytes device;
 };
 
+// A rank's iteration markers. An iteration runs from a begin marker to the
+// next one; the last runs to the rank's last end marker when one follows it,
+// else to the rank's finish. Begin markers after the last end marker begin
+// no complete iteration and are dropped: a program that marks the end of
+// every optimizer step does not count its shutdown as an iteration.
+struct IterationMarks {
+  std::vector<SimTime> begins;
+  SimTime end{-1};                // the last end marker; -1: none
+  std::size_t begins_at_end = 0;  // begin markers before it
+
+  void begin(SimTime at) { begins.push_back(at); }
+  void finish_iteration(SimTime at) {
+    end = at;
+    begins_at_end = begins.size();
+  }
+  bool has_end() const { return end.ns >= 0; }
+  // Begin times of the complete iterations.
+  std::vector<SimTime> complete() const;
+  // When the last complete iteration ends, for a rank that finished at `finish`.
+  SimTime last_end(SimTime finish) const { return has_end() ? end : finish; }
+  // Complete iterations, at least 1 (without markers: from 0 to the finish).
+  int count() const;
+};
+
 // A traced rank's own timeline: when it passed its iteration markers and
 // when it finished.
 struct RankTimeline {
   Rank rank = 0;
-  std::vector<SimTime> iteration_marks;
+  IterationMarks iteration_marks;
   SimTime finish;
 };
 
-// The mean length of a rank's iterations: from each marker to the next, the
-// last one ending at `finish`; without markers, from 0 to `finish`.
-SimTime mean_iteration(const std::vector<SimTime>& marks, SimTime finish);
+// The mean length of a rank's iterations (IterationMarks); without markers,
+// from 0 to `finish`.
+SimTime mean_iteration(const IterationMarks& marks, SimTime finish);
 
 struct ReplayResult {
   enum class Outcome { kCompleted, kDeadlock, kOutOfMemory };

@@ -148,8 +148,11 @@ Status Coordinator::Impl::handle(Session& s, const wire::Message& m) {
       const auto& mk = std::get<wire::Marker>(m);
       PRISM_RETURN_IF_ERROR(step_to(s, SimTime{mk.at}, "a marker"));
       if (mk.code == wire::MarkerCode::kIterationBegin) {
-        s.marks.push_back(s.last_at);
+        s.marks.begin(s.last_at);
         replay_.mark_iteration(s.rank, s.last_at);
+      } else if (mk.code == wire::MarkerCode::kIterationEnd) {
+        s.marks.finish_iteration(s.last_at);
+        replay_.mark_iteration(s.rank, s.last_at, /*end=*/true);
       }
       return Status::ok();
     }
@@ -196,6 +199,7 @@ Status Coordinator::Impl::enter(Session& s, const wire::Op& op) {
   s.last_op = gop;
   s.last_op_at = at;
   ++s.ops;
+  s.bytes += op.bytes;
   replay_.enter(s.rank, gop, at);
   return Status::ok();
 }

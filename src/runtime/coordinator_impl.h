@@ -51,10 +51,11 @@ struct Session {
   SimTime last_op_at;
   SteadyClock::time_point last_heard;
   // Measurements for the report.
-  std::vector<SimTime> marks;
+  IterationMarks marks;
   std::vector<LiveCompute> computed;  // compute the rank reported
   std::vector<Interval> held;         // waits that ended at a completion
   std::int64_t ops = 0, waits = 0;
+  std::int64_t bytes = 0;  // of the ops entered
   std::map<std::uint64_t, std::int64_t> allocations;
   std::int64_t allocated = 0, peak_allocated = 0;
   RankCapture capture;

@@ -125,21 +125,24 @@ Status Coordinator::Impl::check_timeouts(SteadyClock::time_point now) {
   return Status::ok();
 }
 
-// The rank's measured span, from its first iteration marker (or 0) to its
-// goodbye, and its compute in that span: the union of the compute it
-// reported, or, for a rank that reports none, whenever it was not held in
-// a wait for a completion.
+// The rank's measured span, its complete iterations (from its first
+// iteration marker, or 0, to its last end marker, or its goodbye), and its
+// compute in that span: the union of the compute it reported, or, for a
+// rank that reports none, whenever it was not held in a wait for a
+// completion.
 Coordinator::Impl::Measured Coordinator::Impl::measure(const Session& s) const {
   Measured m;
   m.finish = s.done ? s.finish : s.last_at;
-  const SimTime lo = s.marks.empty() ? SimTime::zero() : s.marks.front();
-  m.span = max(m.finish - lo, SimTime::zero());
+  const SimTime end = s.marks.last_end(m.finish);
+  const std::vector<SimTime> begins = s.marks.complete();
+  const SimTime lo = begins.empty() ? SimTime::zero() : begins.front();
+  m.span = max(end - lo, SimTime::zero());
   if (s.computed.empty()) {
-    m.compute = m.span - covered(s.held, lo, m.finish);
+    m.compute = m.span - covered(s.held, lo, end);
   } else {
     std::vector<Interval> spans;
     for (const LiveCompute& c : s.computed) spans.emplace_back(c.start, c.end);
-    m.compute = covered(std::move(spans), lo, m.finish);
+    m.compute = covered(std::move(spans), lo, end);
   }
   return m;
 }
@@ -161,11 +164,17 @@ LiveRankReport Coordinator::Impl::report_of(const Session& s) const {
   r.pid = s.pid;
   r.exit_code = s.exit_code;
   r.finish = m.finish;
-  r.iterations = std::max<int>(1, static_cast<int>(s.marks.size()));
-  r.iteration_time = mean_iteration(s.marks, r.finish);
+  r.iterations = s.marks.count();
+  r.iteration_time = mean_iteration(s.marks, m.finish);
   r.compute = SimTime{m.compute.ns / r.iterations};
   r.wait = max(r.iteration_time - r.compute, SimTime::zero());
   r.ops = s.ops;
+  r.bytes = s.bytes;
+  for (const Op& op : g_.roles[g_.role_of_rank[s.rank]].ops) {
+    if (!is_communication(op.kind)) continue;
+    ++r.graph_ops;
+    r.graph_bytes += op.bytes.count;
+  }
   r.waits = s.waits;
   r.peak_allocated = Bytes{s.peak_allocated};
   return r;

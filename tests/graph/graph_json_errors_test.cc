@@ -103,7 +103,7 @@ TEST(GraphJsonErrorsTest, UnknownEnumNamesListValidOnes) {
               HasSubstr("/roles/0/ops/1/dtype: unknown dtype \"f32\" (valid: fp32, fp16, bf16"));
   EXPECT_THAT(error_of(with_ops(R"({"kind": "marker", "stream": "s", "marker": "epoch"})")),
               HasSubstr("/roles/0/ops/0/marker: unknown marker \"epoch\" (valid: iteration, "
-                        "microbatch, phase)"));
+                        "microbatch, phase, iteration_end)"));
   EXPECT_THAT(
       error_of(with_ops(R"({"kind": "compute", "stream": "s", "cost": {"class": "conv"}})")),
       HasSubstr("/roles/0/ops/0/cost/class: unknown kernel class \"conv\" (valid: gemm, "

@@ -164,6 +164,28 @@ TEST(EngineTest, IterationMarkersSplitTheReplay) {
   EXPECT_EQ(r.iteration_time.ns, 175);
 }
 
+// An end marker closes the last iteration: what follows it (a program's
+// shutdown) and a begin marker after it are no iteration.
+TEST(EngineTest, AnIterationEndMarkerLeavesTheTailOut) {
+  RoleBuilder b("r", {"s"});
+  b.compute(0, SimTime{1000});  // start-up
+  b.marker(0, MarkerKind::kIteration, 0);
+  b.compute(0, SimTime{100});
+  b.marker(0, MarkerKind::kIterationEnd, 0);
+  b.marker(0, MarkerKind::kIteration, 1);
+  b.compute(0, SimTime{300});
+  b.marker(0, MarkerKind::kIterationEnd, 1);
+  b.marker(0, MarkerKind::kIteration, 2);  // begins nothing complete
+  b.compute(0, SimTime{5000});             // shutdown
+  auto g = make_graph({{"rank", 1}}, 8, {}, {std::move(b).build()}, {0});
+  auto r = run(g, true, {0});
+  EXPECT_EQ(r.iteration_times, (std::vector<SimTime>{SimTime{100}, SimTime{300}}));
+  EXPECT_EQ(r.iteration_time.ns, 200);
+  ASSERT_EQ(r.timelines.size(), 1u);
+  EXPECT_EQ(r.timelines[0].iteration_marks.count(), 2);
+  EXPECT_EQ(mean_iteration(r.timelines[0].iteration_marks, r.timelines[0].finish).ns, 200);
+}
+
 TEST(EngineTest, MemoryPeakFollowsAllocAndFree) {
   RoleBuilder b("r", {"s"});
   const int a = b.alloc(0, Bytes{100});
