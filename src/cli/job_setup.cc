@@ -72,7 +72,7 @@ void progress(const std::string& line) {
   if (::isatty(STDERR_FILENO)) fmt::print(stderr, "{}\n", line);
 }
 
-Result<PreparedJob> prepare_job(const JobOptions& o) {
+Result<PreparedJob> prepare_job(const JobOptions& o, bool program_ok) {
   if (o.no_kernel_db && !o.kernel_dbs.empty())
     return Status::invalid_argument("--no-kernel-db and --kernel-db contradict each other");
   PreparedJob p;
@@ -81,6 +81,14 @@ Result<PreparedJob> prepare_job(const JobOptions& o) {
   Result<GpuSpec> gpu = gpu_spec(p.job.cluster.gpu_model);
   if (!gpu.is_ok()) return gpu.status().with_context(fmt::format("cluster {}", p.job.cluster.name));
   p.gpu = gpu.value();
+  if (!p.job.has_model) {
+    if (!program_ok)
+      return Status::invalid_argument(fmt::format(
+          "{}: job '{}' has no model section: it describes a program, whose graph comes from "
+          "running it (prism emulate {} --real-ranks 0 -- PROGRAM)",
+          o.job_path, p.job.name, o.job_path));
+    return p;  // the graph comes from capturing the program
+  }
 
   std::vector<std::string> paths = o.kernel_dbs;
   if (paths.empty() && !o.no_kernel_db && std::filesystem::exists(default_kernel_db_path()))

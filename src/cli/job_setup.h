@@ -41,7 +41,9 @@ struct PreparedJob {
 // The database shipped with PrismLLM (data/kernels.csv in the source tree).
 std::string default_kernel_db_path();
 
-Result<PreparedJob> prepare_job(const JobOptions& options);
+// Reads the job and builds its graph. A job without a model section (a
+// program's) is an error unless `program_ok`; then nothing is built.
+Result<PreparedJob> prepare_job(const JobOptions& options, bool program_ok = false);
 
 // Checks the output-file options `flags` of `app` that were given: each
 // names a file, none is the input file (`input`, a `what`: "graph", "job

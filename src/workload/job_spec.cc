@@ -451,7 +451,26 @@ void apply_job_defaults(JobSpec* job) {
   }
 }
 
+// A program's job: the grid and the cluster are all there is to check.
+Status validate_program_job(const JobSpec& j) {
+  const ParallelSpec& p = j.parallelism;
+  const std::pair<std::string_view, std::int64_t> sizes[] = {
+      {"parallelism.tensor_model_parallel_size", p.tensor_model_parallel_size},
+      {"parallelism.pipeline_model_parallel_size", p.pipeline_model_parallel_size},
+      {"parallelism.context_parallel_size", p.context_parallel_size},
+      {"parallelism.expert_model_parallel_size", p.expert_model_parallel_size},
+      {"cluster.num_gpus", j.num_gpus},
+  };
+  for (const auto& [field, v] : sizes) PRISM_RETURN_IF_ERROR(check_at_least(field, v, 1, kMaxGpus));
+  if (p.virtual_pipeline_model_parallel_size != 1)
+    return fail("parallelism.virtual_pipeline_model_parallel_size",
+                "describes a Megatron model's layers: a job without a model section cannot use it");
+  PRISM_RETURN_IF_ERROR(validate_cluster_fit(j));
+  return validate_grid(j);
+}
+
 Status validate_job(const JobSpec& job) {
+  if (!job.has_model) return validate_program_job(job);
   PRISM_RETURN_IF_ERROR(validate_sizes(job));
   PRISM_RETURN_IF_ERROR(validate_magnitude(job.model));
   PRISM_RETURN_IF_ERROR(validate_cluster_fit(job));

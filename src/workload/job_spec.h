@@ -105,6 +105,10 @@ struct ParallelSpec {
 
 struct JobSpec {
   std::string name;  // from `name:` or the file name
+  // Without a `model` section a job describes the user's own program by its
+  // world size, cluster and parallel sizes; its graph comes from capturing
+  // the program (prism emulate), not from the Megatron builder.
+  bool has_model = true;
   ModelSpec model;
   TrainingSpec training;
   ParallelSpec parallelism;

@@ -215,10 +215,12 @@ class JobParser {
                      fmt::format("unknown section (sections: {})", fmt::join(kSections, ", ")));
       }
     }
-    if (!have_model)
-      return error(YAML::Mark::null_mark(), "model",
-                   fmt::format("missing section: give a preset ({}) or every field",
-                               fmt::join(model_preset_names(), ", ")));
+    job.has_model = have_model;
+    const YAML::Node& croot = root;
+    if (!have_model && croot["training"])
+      return error(croot["training"].Mark(), "training",
+                   "a job without a model section describes a program, whose training settings "
+                   "are its own: remove this section, or give a model");
     if (!have_cluster)
       return error(YAML::Mark::null_mark(), "cluster",
                    "missing section: a preset with a size, e.g. {preset: dgx-h100, num_gpus: 64}");
