@@ -1,0 +1,168 @@
+// ProgramCapture against a scripted rank: every op completes when entered,
+// everything the rank sent is recorded in order, and each way a capture can
+// go wrong ends it with a message naming the rank.
+#include "runtime/program_capture.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "wire/connection.h"
+
+namespace prism::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+using namespace wire;
+
+std::string socket_path() {
+  static int n = 0;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("prism-capture-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / ("c" + std::to_string(n++) + ".sock")).string();
+}
+
+class Running {
+ public:
+  explicit Running(std::chrono::milliseconds timeout = 5000ms)
+      : capture_(ProgramCaptureOptions{2, 8, "dp8", timeout}) {
+    Result<Address> a = capture_.listen(Address{Address::Kind::kUnix, socket_path(), "", 0});
+    EXPECT_TRUE(a.is_ok()) << a.status().message();
+    address = a.value();
+    future_ = std::async(std::launch::async,
+                         [this] { return capture_.run([] { return Status::ok(); }); });
+  }
+  Result<RankCapture> result() {
+    EXPECT_EQ(future_.wait_for(10s), std::future_status::ready) << "the capture hangs";
+    return future_.get();
+  }
+  Address address;
+
+ private:
+  ProgramCapture capture_;
+  std::future<Result<RankCapture>> future_;
+};
+
+std::unique_ptr<Connection> open_rank(const Address& a, Rank rank = 2, int world = 8) {
+  Result<std::unique_ptr<Connection>> c = Connection::open(a, 2000ms);
+  EXPECT_TRUE(c.is_ok()) << c.status().message();
+  if (!c.is_ok()) return nullptr;
+  EXPECT_TRUE(c.value()->send(Hello{rank, world, rank, ::getpid(), "capture_test"}).is_ok());
+  return std::move(c).value();
+}
+
+Message receive(Connection& c) {
+  Result<Message> m = c.receive(3000ms);
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  return m.is_ok() ? m.value() : Message{Error{}};
+}
+
+wire::Op all_reduce(std::uint32_t id, std::int64_t at) {
+  return wire::Op{id, 0, 1, OpCode::kAllReduce, DType::kFloat32, 4096, 0, 0, 0, at};
+}
+
+TEST(ProgramCaptureTest, EveryOpCompletesWhenEnteredAndEverythingIsRecorded) {
+  Running c;
+  std::unique_ptr<Connection> r = open_rank(c.address);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(std::get<Welcome>(receive(*r)).job, "dp8");
+  ASSERT_TRUE(r->send(CommInit{0, 8, 2, 0, {0, 1, 2, 3, 4, 5, 6, 7}}).is_ok());
+  ASSERT_TRUE(r->send(all_reduce(0, 1000)).is_ok());
+  const auto done = std::get<Complete>(receive(*r));
+  EXPECT_EQ(done.op_id, 0u);
+  EXPECT_EQ(done.at, 1000);  // the virtual peers were all there already
+  ASSERT_TRUE(r->send(Wait{0, 0, 1, 1200, kNoLimit}).is_ok());
+  ASSERT_TRUE(r->send(Marker{MarkerCode::kIterationBegin, 0, 1300}).is_ok());
+  ASSERT_TRUE(r->send(Compute{0, 800, 500, "kernels"}).is_ok());  // started before the marker
+  ASSERT_TRUE(r->send(Bye{0, 2000}).is_ok());
+  Result<RankCapture> out = c.result();
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  EXPECT_EQ(out.value().rank, 2);
+  EXPECT_EQ(out.value().world_size, 8);
+  const std::string json = format_capture_json(out.value());
+  for (const char* want :
+       {"\"type\":\"hello\"", "\"type\":\"welcome\"", "\"type\":\"comm_init\"", "\"type\":\"op\"",
+        "\"type\":\"complete\"", "\"type\":\"wait\"", "\"marker\":\"iteration_begin\"",
+        "\"type\":\"compute\"", "\"type\":\"bye\""}) {
+    EXPECT_THAT(json, HasSubstr(want));
+  }
+}
+
+TEST(ProgramCaptureTest, RejectsAnotherRankAndAnotherWorld) {
+  Running c(300ms);
+  std::unique_ptr<Connection> wrong = open_rank(c.address, 3);
+  ASSERT_TRUE(wrong);
+  EXPECT_THAT(std::get<Error>(receive(*wrong)).message,
+              HasSubstr("rank 3 is not the rank being captured (2)"));
+  std::unique_ptr<Connection> world = open_rank(c.address, 2, 16);
+  ASSERT_TRUE(world);
+  EXPECT_THAT(std::get<Error>(receive(*world)).message, HasSubstr("world size 16, the job has 8"));
+  Result<RankCapture> out = c.result();  // nobody right connected: the timeout
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("captured rank 2 did not connect within 0.3 s"));
+}
+
+TEST(ProgramCaptureTest, AnOpOnAnUndeclaredCommunicatorEndsTheCapture) {
+  Running c;
+  std::unique_ptr<Connection> r = open_rank(c.address);
+  ASSERT_TRUE(r);
+  receive(*r);
+  ASSERT_TRUE(r->send(all_reduce(0, 10)).is_ok());
+  EXPECT_EQ(std::get<Error>(receive(*r)).code, ErrorCode::kRejected);
+  Result<RankCapture> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("captured rank 2 op 0: communicator 0 was never declared"));
+}
+
+TEST(ProgramCaptureTest, AClockGoingBackEndsTheCapture) {
+  Running c;
+  std::unique_ptr<Connection> r = open_rank(c.address);
+  ASSERT_TRUE(r);
+  receive(*r);
+  ASSERT_TRUE(r->send(CommInit{0, 8, 2, 0, {}}).is_ok());
+  ASSERT_TRUE(r->send(all_reduce(0, 500)).is_ok());
+  receive(*r);
+  ASSERT_TRUE(r->send(Marker{MarkerCode::kIterationBegin, 0, 400}).is_ok());
+  Result<RankCapture> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("sent marker at 400 ns, before 500 ns: its clock went back"));
+}
+
+TEST(ProgramCaptureTest, AHangUpWithoutGoodbyeNamesTheLastOp) {
+  Running c;
+  {
+    std::unique_ptr<Connection> r = open_rank(c.address);
+    ASSERT_TRUE(r);
+    receive(*r);
+    ASSERT_TRUE(r->send(CommInit{0, 8, 2, 0, {}}).is_ok());
+    ASSERT_TRUE(r->send(all_reduce(7, 500)).is_ok());
+    receive(*r);
+  }  // closed: the process died
+  Result<RankCapture> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("connection closed without a bye"));
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("its last op: all_reduce of 4096 bytes (op 7), entered at 500 ns"));
+}
+
+TEST(ProgramCaptureTest, SilencePastTheTimeoutEndsTheCapture) {
+  Running c(300ms);
+  std::unique_ptr<Connection> r = open_rank(c.address);
+  ASSERT_TRUE(r);
+  receive(*r);
+  Result<RankCapture> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("captured rank 2 sent nothing for 0.3 s; it had entered no op"));
+}
+
+}  // namespace
+}  // namespace prism::runtime

@@ -1,0 +1,179 @@
+// graph_from_capture: a data-parallel program's graph from one rank's
+// capture, and every way a capture or a job is refused.
+#include "workload/capture_graph.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "graph/graph_json.h"
+#include "workload/job_yaml.h"
+
+namespace prism {
+namespace {
+
+using ::testing::HasSubstr;
+
+JobSpec program_job(const std::string& extra = "") {
+  Result<JobSpec> j =
+      parse_job_yaml("name: ddp\ncluster: {preset: dgx-h100, num_gpus: 16}\n" + extra, "ddp.yaml");
+  EXPECT_TRUE(j.is_ok()) << j.status().message();
+  return j.value();
+}
+
+std::string capture(std::string events, int world = 16, int rank = 3) {
+  if (!events.empty() && events.back() == ',') events.pop_back();
+  return "{\"format\":\"prism-capture\",\"version\":1,\"rank\":" + std::to_string(rank) +
+         ",\"events\":[{\"type\":\"hello\",\"rank\":" + std::to_string(rank) +
+         ",\"world_size\":" + std::to_string(world) + ",\"pid\":1}," + events + "]}";
+}
+
+const std::string kWorldComm =
+    "{\"type\":\"comm_init\",\"comm\":1,\"nranks\":16,\"rank_in_comm\":3,\"id_hash\":0,"
+    "\"members\":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]},";
+
+std::string op(int id, std::int64_t at, const std::string& code = "all_reduce",
+               std::int64_t bytes = 4096, int peer = 0) {
+  return "{\"type\":\"op\",\"at\":" + std::to_string(at) + ",\"op_id\":" + std::to_string(id) +
+         ",\"code\":\"" + code +
+         "\",\"comm\":1,\"stream\":1,\"dtype\":\"fp32\",\"bytes\":" + std::to_string(bytes) +
+         ",\"peer\":" + std::to_string(peer) + ",\"tag\":0,\"group\":0},";
+}
+
+// Two iterations of a DDP-like step: compute 1000 ns, all-reduce, wait.
+const std::string kTwoSteps =
+    kWorldComm + op(0, 1000) + "{\"type\":\"complete\",\"op_id\":0,\"at\":1000}," +
+    "{\"type\":\"wait\",\"at\":1100,\"wait_id\":0,\"op_id\":0,\"answers_seen\":1}," +
+    "{\"type\":\"marker\",\"at\":1200,\"marker\":\"iteration_begin\",\"value\":0}," + op(1, 2200) +
+    "{\"type\":\"wait\",\"at\":2300,\"wait_id\":1,\"op_id\":1,\"answers_seen\":2}," +
+    "{\"type\":\"marker\",\"at\":2400,\"marker\":\"iteration_end\",\"value\":0}," +
+    "{\"type\":\"bye\",\"at\":2500,\"exit_code\":0}";
+
+TEST(CaptureGraphTest, OneRoleForEveryRankWithTheWorldAsDataParallelSlot) {
+  Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(kTwoSteps), "cap");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_EQ(g.value().world_size(), 16);
+  ASSERT_EQ(g.value().roles.size(), 1u);
+  EXPECT_EQ(g.value().role_of_rank, std::vector<std::int32_t>(16, 0));
+  ASSERT_EQ(g.value().slots.size(), 1u);
+  EXPECT_EQ(g.value().slots[0].name, "world");
+  const Role& role = g.value().roles[0];
+  EXPECT_EQ(role.streams, (std::vector<std::string>{"host", "stream1"}));
+  int collectives = 0, markers = 0;
+  SimTime host;
+  for (const Op& o : role.ops) {
+    if (o.kind == OpKind::kCollective) {
+      ++collectives;
+      EXPECT_EQ(o.bytes.count, 4096);
+      EXPECT_EQ(o.dtype, DType::kFloat32);
+      EXPECT_EQ(o.stream, 1);
+      EXPECT_GT(o.deps_end, o.deps_begin);  // after the host issued it
+    }
+    if (o.kind == OpKind::kMarker) ++markers;
+    if (o.kind == OpKind::kCompute) host += o.duration;
+  }
+  EXPECT_EQ(collectives, 2);
+  EXPECT_EQ(markers, 2);
+  EXPECT_EQ(host.ns, 2500);  // the host's time from 0 to the goodbye, all of it
+}
+
+TEST(CaptureGraphTest, TheHostWaitsWhereTheRankWaited) {
+  Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(kTwoSteps), "cap");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  const Role& role = g.value().roles[0];
+  // The host's work from the wait at 1100 on depends on the first
+  // all-reduce; its work before (1000 to 1100) does not.
+  int first = -1;
+  std::int64_t start = 0, waiter_start = -1;
+  for (int i = 0; i < static_cast<int>(role.ops.size()); ++i) {
+    const Op& o = role.ops[static_cast<std::size_t>(i)];
+    if (o.kind == OpKind::kCollective && first < 0) first = i;
+    if (o.kind != OpKind::kCompute) continue;
+    const std::vector<std::int32_t> deps(role.deps.begin() + o.deps_begin,
+                                         role.deps.begin() + o.deps_end);
+    if (first >= 0 && waiter_start < 0 && !deps.empty()) {
+      EXPECT_THAT(deps, ::testing::ElementsAre(first));
+      waiter_start = start;
+    }
+    start += o.duration.ns;
+  }
+  EXPECT_EQ(waiter_start, 1100);
+}
+
+TEST(CaptureGraphTest, SameCaptureSameGraphByteForByte) {
+  const std::string c = capture(kTwoSteps);
+  Result<ExecutionGraph> a = graph_from_capture(program_job(), c, "cap");
+  Result<ExecutionGraph> b = graph_from_capture(program_job(), c, "cap");
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_EQ(graph_to_json(a.value()), graph_to_json(b.value()));
+}
+
+TEST(CaptureGraphTest, ASendBecomesAPeerSlotOfItsOffset) {
+  const std::string events = kWorldComm + op(0, 10, "send", 64, 5) + op(1, 20, "recv", 64, 1) +
+                             "{\"type\":\"bye\",\"at\":30,\"exit_code\":0}";
+  Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(events), "cap");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  std::vector<std::string> names;
+  for (const CommSlot& s : g.value().slots) names.push_back(s.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"world", "peer+2", "peer+14"}));
+  EXPECT_EQ(g.value().resolver().peer(1, 15), 1);  // wraps
+}
+
+struct Refusal {
+  std::string events;
+  std::string message;
+};
+
+TEST(CaptureGraphTest, RefusesWhatOneRankCannotDescribe) {
+  const Refusal cases[] = {
+      {"{\"type\":\"comm_init\",\"comm\":1,\"nranks\":4,\"rank_in_comm\":3,\"members\":[0,1,2,3]},"
+       "{\"type\":\"bye\",\"at\":0}",
+       "event 1: communicator 1 (4 ranks: 0,1,2,3) does not span the world of 16"},
+      {op(0, 10), "event 1: op on undeclared communicator 1"},
+      {kWorldComm + op(0, 10) + op(0, 20), "event 3: op_id 0 entered twice"},
+      {kWorldComm + op(0, 10) + op(1, 5), "event 3: at 5 ns is before the previous event's 10 ns"},
+      {kWorldComm + op(0, 10, "all_sum"), "event 2: unknown op code 'all_sum'"},
+      {"{\"type\":\"memory\",\"at\":1,\"action\":\"free\",\"id\":9}",
+       "event 1: free of allocation 9, never made"},
+      {"{\"type\":\"dance\"}", "event 1: unknown event type 'dance'"},
+      {"{\"type\":\"op\"}", "event 1: no \"at\""},
+      {"{\"type\":\"bye\",\"at\":1},{\"type\":\"bye\",\"at\":2}",
+       "event 2: a bye after the goodbye"},
+      {kWorldComm + op(0, 10), "cap: the capture ends without the rank's goodbye"},
+  };
+  for (const Refusal& c : cases) {
+    Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(c.events), "cap");
+    ASSERT_FALSE(g.is_ok()) << c.events;
+    EXPECT_THAT(g.status().message(), HasSubstr(c.message));
+  }
+}
+
+TEST(CaptureGraphTest, RefusesAnotherWorldAMalformedDocumentAndNonDataParallelJobs) {
+  Result<ExecutionGraph> world =
+      graph_from_capture(program_job(), capture("{\"type\":\"bye\",\"at\":1}", 8), "cap");
+  EXPECT_THAT(world.status().message(),
+              HasSubstr("the captured rank ran in a world of 8 ranks; the job has 16"));
+  EXPECT_THAT(graph_from_capture(program_job(), "{\"format\":", "cap").status().message(),
+              HasSubstr("cap: malformed JSON"));
+  EXPECT_THAT(graph_from_capture(program_job(), "{\"format\":\"x\"}", "cap").status().message(),
+              HasSubstr("not a prism-capture document"));
+  Result<ExecutionGraph> tp = graph_from_capture(
+      program_job("parallelism: {tensor_model_parallel_size: 2}\n"), capture(kTwoSteps), "cap");
+  EXPECT_THAT(tp.status().message(), HasSubstr("one captured rank describes only a purely "
+                                               "data-parallel program"));
+}
+
+TEST(CaptureGraphTest, AJobWithoutModelRefusesModelOnlySettings) {
+  Result<JobSpec> j = parse_job_yaml(
+      "cluster: {preset: dgx-h100, num_gpus: 16}\ntraining: {seq_length: 8}\n", "p.yaml");
+  ASSERT_FALSE(j.is_ok());
+  EXPECT_THAT(j.status().message(), HasSubstr("a job without a model section describes a program"));
+  Result<JobSpec> tp = parse_job_yaml(
+      "cluster: {preset: dgx-h100, num_gpus: 16}\nparallelism: {tensor_model_parallel_size: 3}\n",
+      "p.yaml");
+  ASSERT_FALSE(tp.is_ok());
+  EXPECT_THAT(tp.status().message(), HasSubstr("not divisible"));
+  EXPECT_FALSE(program_job().has_model);
+}
+
+}  // namespace
+}  // namespace prism
