@@ -122,6 +122,13 @@ PRISM_API prism_status prism_test(prism_client* c, uint64_t ticket, int* done) P
 PRISM_API prism_status prism_wait_any(prism_client* c, int64_t until_ns,
                                       uint64_t* ticket) PRISM_NOEXCEPT;
 
+/* prism_wait_any(c, prism_now(c), ticket) for a helper thread (a progress
+ * thread) that polls while the rank's other threads keep running: the real
+ * time the poll takes, its wait message and round trip, stays in the rank's
+ * virtual time instead of being excluded, because the rank did not stop for
+ * it. *ticket is a completed op's ticket, then spent, or PRISM_NO_TICKET. */
+PRISM_API prism_status prism_poll(prism_client* c, uint64_t* ticket) PRISM_NOEXCEPT;
+
 /* Memory events (action 0 alloc, 1 free), iteration markers (code 0
  * iteration begin, 1 iteration end, 2 micro-batch, 3 phase), and compute
  * the rank measured, for capture. None of them waits. */

@@ -164,6 +164,16 @@ prism_status prism_wait_any(prism_client* c, int64_t until_ns, uint64_t* ticket)
   return PRISM_OK;
 }
 
+prism_status prism_poll(prism_client* c, uint64_t* ticket) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  if (ticket == nullptr) return argument_error(c, "prism_poll: null ticket");
+  prism::Result<std::optional<std::uint64_t>> r = cl->poll();
+  if (!r.is_ok()) return done(c, r.status());
+  *ticket = r.value().value_or(PRISM_NO_TICKET);
+  return PRISM_OK;
+}
+
 prism_status prism_memory(prism_client* c, int action, uint64_t id, int64_t bytes,
                           uint16_t stream) noexcept {
   prism::client::Client* cl = usable(c);

@@ -59,6 +59,11 @@ class Client {
   // Returns that op's ticket, spent, or nullopt when `until` came first.
   // An `until` before now() means now(); kNoLimit needs an outstanding op.
   Result<std::optional<std::uint64_t>> wait_any(std::int64_t until);
+  // wait_any(now()) for a helper thread that polls while the rank's other
+  // threads keep running: the real time the poll takes (sending, the round
+  // trip) stays in virtual time instead of being excluded or dropped as
+  // lateness, because the rank did not stop for it.
+  Result<std::optional<std::uint64_t>> poll();
   Status memory(wire::MemoryAction action, std::uint64_t id, std::int64_t bytes,
                 std::uint16_t stream);
   Status marker(wire::MarkerCode code, std::int32_t value);
@@ -120,6 +125,7 @@ class Client {
   std::map<std::uint64_t, std::int64_t> answers_;  // ticket -> completion, until spent
   std::set<std::uint64_t> outstanding_;            // tickets entered, not yet spent
   std::chrono::nanoseconds late_{0};
+  bool keep_clock_ = false;  // inside poll(): the clock runs on
   std::chrono::nanoseconds overhead_{0};
   std::uint64_t messages_ = 0;
   Failure failure_ = Failure::kNone;
