@@ -1,0 +1,241 @@
+// Entry points: version and errors, unique ids, communicators' life and
+// their getters. Each one decodes its arguments, checks them, hands over to
+// the Shim and translates the outcome (docs/nccl-shim.md).
+#include <memory>
+#include <mutex>
+
+#include "shim/nccl/comm.h"
+#include "shim/nccl/shim.h"
+#include "shim/nccl/unique_id.h"
+
+namespace prism::nccl {
+namespace {
+
+constexpr unsigned kConfigMagic = 0xcafebeef;  // NCCL_CONFIG_INITIALIZER's
+
+// Declares a communicator to the coordinator and makes its handle. The
+// members' global ranks are not known (only the size and this rank's
+// position), so the coordinator matches it among the job's communicators.
+ncclResult_t init(const char* fn, ncclComm_t* out, int nranks, int rank, std::uint64_t id_hash,
+                  const ncclConfig_t* config) {
+  PRISM_NCCL_TRY(check_pointer(fn, out, "comm"));
+  *out = nullptr;
+  if (nranks < 1) return failf(ncclInvalidArgument, fn, "nranks {} is below 1", nranks);
+  if (rank < 0 || rank >= nranks)
+    return failf(ncclInvalidArgument, fn, "rank {} is outside 0..{}", rank, nranks - 1);
+  if (config != nullptr && config->magic != kConfigMagic) {
+    return fail(ncclInvalidArgument, fn,
+                "config was not initialized with NCCL_CONFIG_INITIALIZER (bad magic)");
+  }
+  Shim& shim = Shim::get();
+  std::lock_guard lock(shim.client_mu());
+  prism_client* c = nullptr;
+  PRISM_NCCL_TRY(shim.connect(fn, &c));
+  auto comm = std::make_unique<ncclComm>();
+  comm->handle = shim.next_comm_handle();
+  comm->nranks = nranks;
+  comm->rank = rank;
+  comm->cu_device = shim.device().cu_device(shim.local_rank());
+  const prism_status s = prism_comm_init(c, comm->handle, nranks, rank, nullptr, id_hash);
+  if (s != PRISM_OK) return shim.client_error(fn, s);
+  shim.add_comm(comm.get());
+  *out = comm.release();
+  return ncclSuccess;
+}
+
+// Forgets the communicator and frees it with what it registered.
+void release(ncclComm* comm) {
+  Shim& shim = Shim::get();
+  shim.remove_comm(comm);
+  std::lock_guard lock(shim.state_mu());
+  for (void* r : comm->registrations) delete static_cast<Registration*>(r);
+  for (void* w : comm->windows) delete static_cast<ncclWindow_vidmem*>(w);
+  comm->magic = 0;
+  delete comm;
+}
+
+}  // namespace
+}  // namespace prism::nccl
+
+using namespace prism::nccl;
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int* version) {
+  constexpr const char* fn = "ncclGetVersion";
+  PRISM_NCCL_TRY(check_pointer(fn, version, "version"));
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (ncclGetLastError has details)";
+    case ncclSystemError:
+      return "unhandled system error (ncclGetLastError has details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the PrismLLM developers";
+    case ncclInvalidArgument:
+      return "invalid argument (ncclGetLastError has details)";
+    case ncclInvalidUsage:
+      return "invalid usage (ncclGetLastError has details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error (the emulation ended?)";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    case ncclNumResults:
+      break;
+  }
+  return "unknown result code";
+}
+
+const char* ncclGetLastError(ncclComm_t comm) {
+  // An asynchronous error not yet read on this thread: its message.
+  if (*last_error() == '\0' && comm != nullptr && comm->magic == ncclComm::kMagic &&
+      comm->async_error.load() != ncclSuccess) {
+    try {
+      set_last_error(Shim::get().async_message());
+    } catch (...) {  // keep ""
+    }
+  }
+  return last_error();
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  PRISM_NCCL_TRY(check_pointer("ncclGetUniqueId", uniqueId, "uniqueId"));
+  make_unique_id(uniqueId);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  constexpr const char* fn = "ncclCommInitRank";
+  return guarded(fn, [&] {
+    return init(fn, comm, nranks, rank, fnv1a(commId.internal, sizeof(commId.internal)), nullptr);
+  });
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+  constexpr const char* fn = "ncclCommInitRankConfig";
+  return guarded(fn, [&] {
+    return init(fn, comm, nranks, rank, fnv1a(commId.internal, sizeof(commId.internal)), config);
+  });
+}
+
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+  constexpr const char* fn = "ncclCommInitRankScalable";
+  return guarded(fn, [&] {
+    PRISM_NCCL_TRY(check_pointer(fn, commIds, "commIds"));
+    if (nId < 1) return failf(ncclInvalidArgument, fn, "nId {} is below 1", nId);
+    std::uint64_t h = kFnvOffset;
+    for (int i = 0; i < nId; ++i) h = fnv1a(commIds[i].internal, sizeof(commIds[i].internal), h);
+    return init(fn, newcomm, nranks, myrank, h, config);
+  });
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config) {
+  constexpr const char* fn = "ncclCommSplit";
+  (void)key;
+  (void)config;
+  PRISM_NCCL_TRY(check_usable(fn, comm));
+  PRISM_NCCL_TRY(check_pointer(fn, newcomm, "newcomm"));
+  *newcomm = nullptr;
+  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;  // not a member of any new communicator
+  if (color < 0) {
+    return failf(ncclInvalidArgument, fn, "color {} is negative and not NCCL_SPLIT_NOCOLOR", color);
+  }
+  return failf(ncclInvalidUsage, fn,
+               "color {}: the new communicator's members depend on the colors the other ranks "
+               "pass, and they are virtual ranks whose colors PrismLLM's NCCL drop-in cannot "
+               "know; create the communicator with ncclGetUniqueId and ncclCommInitRank (or "
+               "ncclCommInitRankConfig) instead",
+               color);
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  PRISM_NCCL_TRY(check_comm("ncclCommFinalize", comm));
+  // Host-path ops are complete when their call returns; GPU-path ones
+  // complete in the background whether or not the communicator lives.
+  comm->finalized.store(true);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  constexpr const char* fn = "ncclCommDestroy";
+  if (comm == nullptr) return ncclSuccess;  // as NCCL
+  PRISM_NCCL_TRY(check_comm(fn, comm));
+  return guarded(fn, [&] {
+    release(comm);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  constexpr const char* fn = "ncclCommAbort";
+  if (comm == nullptr) return ncclSuccess;
+  PRISM_NCCL_TRY(check_comm(fn, comm));
+  return guarded(fn, [&] {
+    // Never waits for the coordinator: held streams are let go at once.
+    Shim::get().device().abandon(comm->handle);
+    release(comm);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  constexpr const char* fn = "ncclCommGetAsyncError";
+  PRISM_NCCL_TRY(check_comm(fn, comm));
+  PRISM_NCCL_TRY(check_pointer(fn, asyncError, "asyncError"));
+  *asyncError = comm->async_error.load();
+  if (*asyncError != ncclSuccess) {
+    return guarded(fn, [&] {
+      set_last_error(Shim::get().async_message());
+      return ncclSuccess;
+    });
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  PRISM_NCCL_TRY(check_comm("ncclCommCount", comm));
+  PRISM_NCCL_TRY(check_pointer("ncclCommCount", count, "count"));
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  PRISM_NCCL_TRY(check_comm("ncclCommUserRank", comm));
+  PRISM_NCCL_TRY(check_pointer("ncclCommUserRank", rank, "rank"));
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  PRISM_NCCL_TRY(check_comm("ncclCommCuDevice", comm));
+  PRISM_NCCL_TRY(check_pointer("ncclCommCuDevice", device, "device"));
+  *device = comm->cu_device;
+  return ncclSuccess;
+}
+
+}  // extern "C"
+
+PRISM_NCCL_ALIAS(ncclGetVersion)
+PRISM_NCCL_ALIAS(ncclGetErrorString)
+PRISM_NCCL_ALIAS(ncclGetLastError)
+PRISM_NCCL_ALIAS(ncclGetUniqueId)
+PRISM_NCCL_ALIAS(ncclCommInitRank)
+PRISM_NCCL_ALIAS(ncclCommInitRankConfig)
+PRISM_NCCL_ALIAS(ncclCommInitRankScalable)
+PRISM_NCCL_ALIAS(ncclCommSplit)
+PRISM_NCCL_ALIAS(ncclCommFinalize)
+PRISM_NCCL_ALIAS(ncclCommDestroy)
+PRISM_NCCL_ALIAS(ncclCommAbort)
+PRISM_NCCL_ALIAS(ncclCommGetAsyncError)
+PRISM_NCCL_ALIAS(ncclCommCount)
+PRISM_NCCL_ALIAS(ncclCommUserRank)
+PRISM_NCCL_ALIAS(ncclCommCuDevice)

@@ -1,0 +1,47 @@
+// The host device: no CUDA. Every op takes the host path, and ncclMemAlloc
+// hands out page-aligned host memory.
+#include <cstdlib>
+
+#include "shim/nccl/device.h"
+
+namespace prism::nccl {
+namespace {
+
+constexpr std::size_t kPage = 4096;  // NCCL_WIN_REQUIRED_ALIGNMENT
+
+class HostDevice final : public Device {
+ public:
+  bool holds_on(cudaStream_t) override { return false; }
+  ncclResult_t hold(const char*, cudaStream_t, const prism_op*, std::size_t, bool* held) override {
+    *held = false;
+    return ncclSuccess;
+  }
+  void abandon(std::uint32_t) override {}
+  int cu_device(int fallback) override { return fallback; }
+  ncclResult_t mem_alloc(const char* fn, void** ptr, std::size_t bytes, bool* on_device) override {
+    *on_device = false;
+    return host_alloc(fn, ptr, bytes);
+  }
+  ncclResult_t mem_free(const char*, void* ptr, bool) override {
+    std::free(ptr);
+    return ncclSuccess;
+  }
+  void stop() override {}
+};
+
+}  // namespace
+
+ncclResult_t host_alloc(const char* fn, void** ptr, std::size_t bytes) noexcept {
+  void* p = nullptr;
+  if (posix_memalign(&p, kPage, bytes) != 0) {
+    return failf(ncclSystemError, fn, "cannot allocate {} bytes of host memory", bytes);
+  }
+  *ptr = p;
+  return ncclSuccess;
+}
+
+std::unique_ptr<Device> make_host_device() {
+  return std::make_unique<HostDevice>();
+}
+
+}  // namespace prism::nccl

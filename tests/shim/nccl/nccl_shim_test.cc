@@ -1,0 +1,211 @@
+// The NCCL drop-in against a fake coordinator: nccl_program (C, linked
+// against libnccl.so.2) runs in a mode, and the test checks what the
+// coordinator received (hello, communicators and their id hashes, every op
+// with its bytes, element type, stream, peer and group, memory events, the
+// goodbye) and how errors reach the program.
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "program_runner.h"
+#include "wire/server.h"
+
+namespace prism::nccl_test {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// Answers each op 1 us of virtual time after it was entered, and each wait
+// that no answer ends with its horizon; or, when `abort_`, ends the
+// emulation at the first op as the coordinator does.
+class FakeCoordinator : public wire::ServerHandler {
+ public:
+  explicit FakeCoordinator(bool abort = false) : abort_(abort), server_(*this, {}) {
+    static std::atomic<int> n{0};
+    const std::string path = (scratch_dir() / ("fake" + std::to_string(n++) + ".sock")).string();
+    address_ = server_.listen(wire::Address{wire::Address::Kind::kUnix, path, "", 0}).value();
+    thread_ = std::thread([this] {
+      while (!done_) server_.run_for(2ms);
+    });
+  }
+  ~FakeCoordinator() override {
+    done_ = true;
+    thread_.join();
+  }
+
+  void on_message(wire::PeerId peer, wire::Message m) override {
+    std::lock_guard lock(mu_);
+    seen_.push_back(m);
+    if (const auto* h = std::get_if<wire::Hello>(&m)) {
+      server_.send(peer, wire::Welcome{h->rank, h->world_size, 0, "fake"});
+    } else if (const auto* op = std::get_if<wire::Op>(&m)) {
+      if (abort_) {
+        server_.send(peer, wire::Error{wire::ErrorCode::kAborted, "rank 3 crashed"});
+        server_.close(peer);
+        return;
+      }
+      answered_.push_back(op->op_id);
+      server_.send(peer, wire::Complete{op->op_id, op->at + 1000});
+    } else if (const auto* w = std::get_if<wire::Wait>(&m)) {
+      const bool woken = w->op_id == wire::kAnyOp
+                             ? answered_.size() > w->answers_seen
+                             : std::count(answered_.begin(), answered_.end(), w->op_id) > 0;
+      if (w->until != wire::kNoLimit && !woken)
+        server_.send(peer, wire::Horizon{w->wait_id, w->until});
+    } else if (std::holds_alternative<wire::Bye>(m)) {
+      server_.close(peer);
+    }
+  }
+  void on_close(wire::PeerId, const Status&) override {}
+
+  std::string address() const { return "unix:" + address_.path; }
+  template <typename T>
+  std::vector<T> seen_of() {
+    std::lock_guard lock(mu_);
+    std::vector<T> out;
+    for (const wire::Message& m : seen_)
+      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
+    return out;
+  }
+
+ private:
+  bool abort_;
+  wire::Server server_;
+  wire::Address address_;
+  std::thread thread_;
+  std::atomic<bool> done_{false};
+  std::mutex mu_;
+  std::vector<wire::Message> seen_;
+  std::vector<std::uint32_t> answered_;
+};
+
+std::map<std::string, std::string> env_for(const FakeCoordinator& f) {
+  return {{"PRISM_COORDINATOR", f.address()},
+          {"RANK", "1"},
+          {"WORLD_SIZE", "4"},
+          {"LOCAL_RANK", "3"},
+          {"PRISM_TIMEOUT_MS", "10000"}};
+}
+
+// The value printed on the program's line "<key> <index> <value>" or "<key> <value>".
+std::uint64_t printed(const std::string& output, const std::string& key) {
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + " ", 0) != 0) continue;
+    return std::stoull(line.substr(key.size() + 1));
+  }
+  ADD_FAILURE() << "no '" << key << "' in the output:\n" << output;
+  return 0;
+}
+
+TEST(NcclShimTest, WithoutACoordinatorOnlyTheLocalEntryPointsWork) {
+  Program p("offline", {});
+  EXPECT_EQ(p.wait(), 0) << p.output();
+}
+
+struct ExpectedOp {
+  wire::OpCode code;
+  std::uint16_t stream;
+  DType dtype;
+  std::int64_t bytes;
+  std::int32_t peer;
+  int group;  // 0: none; otherwise the ops with the same number share one group id
+};
+
+TEST(NcclShimTest, EveryImplementedEntryPointReachesTheCoordinator) {
+  FakeCoordinator f;
+  Program p("functional", env_for(f));
+  ASSERT_EQ(p.wait(), 0) << p.output();
+  const std::string out = p.output();
+
+  const auto hello = f.seen_of<wire::Hello>();
+  ASSERT_EQ(hello.size(), 1u);
+  EXPECT_EQ(hello[0].rank, 1);
+  EXPECT_EQ(hello[0].world_size, 4);
+  EXPECT_EQ(hello[0].local_rank, 3);
+  EXPECT_THAT(hello[0].program, HasSubstr("nccl_program"));
+
+  const auto comms = f.seen_of<wire::CommInit>();
+  ASSERT_EQ(comms.size(), 3u);
+  const std::int32_t sizes[3][2] = {{4, 1}, {2, 0}, {8, 5}};
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(comms[i].comm, i);
+    EXPECT_EQ(comms[i].nranks, sizes[i][0]);
+    EXPECT_EQ(comms[i].rank_in_comm, sizes[i][1]);
+    EXPECT_TRUE(comms[i].members.empty());  // ncclCommInitRank does not know them
+    EXPECT_EQ(comms[i].id_hash, printed(out, "id_hash " + std::to_string(i)));
+  }
+
+  using C = wire::OpCode;
+  using D = DType;
+  const std::vector<ExpectedOp> want = {
+      {C::kAllReduce, 1, D::kFloat32, 4096, 0, 0},
+      {C::kBroadcast, 1, D::kBFloat16, 200, 2, 0},
+      {C::kBroadcast, 0, D::kInt64, 80, 0, 0},
+      {C::kReduce, 2, D::kFloat16, 32, 3, 0},
+      {C::kAllGather, 1, D::kBFloat16, 256 * 2 * 4, 0, 0},     // the gathered buffer
+      {C::kReduceScatter, 1, D::kFloat32, 128 * 4 * 4, 0, 0},  // the buffer reduced
+      {C::kAllToAll, 1, D::kInt8, 64 * 4, 0, 0},
+      {C::kSend, 2, D::kUint8, 32, 0, 1},
+      {C::kRecv, 2, D::kUint8, 32, 2, 1},  // the send to itself is not entered
+      {C::kAllReduce, 1, D::kInt32, 12, 0, 2},
+      {C::kRecv, 1, D::kFloat64, 0, 3, 2},
+      {C::kAllReduce, 0, D::kFloat32, 32, 0, 0},  // with a PreMulSum op
+  };
+  const auto ops = f.seen_of<wire::Op>();
+  ASSERT_EQ(ops.size(), want.size());
+  std::map<int, std::uint32_t> group_ids;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    SCOPED_TRACE("op " + std::to_string(i));
+    EXPECT_EQ(ops[i].op_id, i);
+    EXPECT_EQ(ops[i].comm, 0u);
+    EXPECT_EQ(ops[i].code, want[i].code);
+    EXPECT_EQ(ops[i].stream, want[i].stream);
+    EXPECT_EQ(ops[i].dtype, want[i].dtype);
+    EXPECT_EQ(ops[i].bytes, want[i].bytes);
+    EXPECT_EQ(ops[i].peer, want[i].peer);
+    EXPECT_EQ(ops[i].tag, 0);
+    if (want[i].group == 0) {
+      EXPECT_EQ(ops[i].group, 0u);
+    } else {
+      EXPECT_NE(ops[i].group, 0u);
+      const auto [it, fresh] = group_ids.emplace(want[i].group, ops[i].group);
+      EXPECT_EQ(it->second, ops[i].group);
+    }
+  }
+  EXPECT_NE(group_ids[1], group_ids[2]);
+
+  const auto memory = f.seen_of<wire::Memory>();
+  ASSERT_EQ(memory.size(), 2u);
+  EXPECT_EQ(memory[0].action, wire::MemoryAction::kAlloc);
+  EXPECT_EQ(memory[1].action, wire::MemoryAction::kFree);
+  for (const wire::Memory& m : memory) {
+    EXPECT_EQ(m.id, printed(out, "mem"));
+    EXPECT_EQ(m.bytes, 1 << 20);
+  }
+
+  const auto bye = f.seen_of<wire::Bye>();
+  ASSERT_EQ(bye.size(), 1u);
+  EXPECT_EQ(bye[0].exit_code, 0);
+  // The host path waited for every op: each one's wait reached the coordinator.
+  EXPECT_GE(f.seen_of<wire::Wait>().size(), 10u);
+}
+
+TEST(NcclShimTest, AnAbortedEmulationFailsTheOpAndEveryCommunicator) {
+  FakeCoordinator f(/*abort=*/true);
+  Program p("abort", env_for(f));
+  EXPECT_EQ(p.wait(), 0) << p.output();
+  EXPECT_EQ(f.seen_of<wire::Op>().size(), 1u);
+  // The client's message, which names the coordinator, after the entry point.
+  EXPECT_THAT(p.output(), HasSubstr("error ncclAllReduce: ")) << p.output();
+}
+
+}  // namespace
+}  // namespace prism::nccl_test
