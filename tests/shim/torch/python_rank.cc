@@ -1,0 +1,226 @@
+#include "python_rank.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+extern char** environ;
+
+namespace prism::torch_shim::testing {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+FakeCoordinator::FakeCoordinator(FakeOptions options)
+    : options_(options), server_(std::make_unique<wire::Server>(*this, wire::ServerOptions{})) {
+  static std::atomic<int> n{0};
+  // Appended rather than concatenated: GCC 12 warns falsely (-Wrestrict)
+  // about "literal" + std::string.
+  std::string name = "prism-torch-test-";
+  name += std::to_string(::getpid());
+  name += "-";
+  name += std::to_string(n++);
+  dir_ = std::filesystem::temp_directory_path() / name;
+  std::filesystem::create_directories(dir_);
+  address_ =
+      server_->listen(wire::Address{wire::Address::Kind::kUnix, (dir_ / "c.sock").string(), "", 0})
+          .value();
+  thread_ = std::thread([this] {
+    while (!done_) server_->run_for(2ms);
+  });
+}
+
+FakeCoordinator::~FakeCoordinator() {
+  done_ = true;
+  thread_.join();
+  server_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::vector<wire::Message> FakeCoordinator::seen() {
+  std::lock_guard lock(mu_);
+  return seen_;
+}
+
+bool FakeCoordinator::woken(const wire::Wait& w) const {
+  if (w.op_id == wire::kAnyOp) return answered_.size() > w.answers_seen;
+  return std::any_of(answered_.begin(), answered_.end(),
+                     [&](const wire::Complete& c) { return c.op_id == w.op_id; });
+}
+
+void FakeCoordinator::answer(wire::PeerId peer, std::size_t pending_index) {
+  answered_.push_back(pending_[pending_index]);
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(pending_index));
+  server_->send(peer, answered_.back());
+}
+
+void FakeCoordinator::on_message(wire::PeerId peer, wire::Message m) {
+  std::lock_guard lock(mu_);
+  seen_.push_back(m);
+  if (const auto* h = std::get_if<wire::Hello>(&m)) {
+    server_->send(peer, wire::Welcome{h->rank, h->world_size, 0, "torch_backend_test"});
+  } else if (const auto* op = std::get_if<wire::Op>(&m)) {
+    if (ops_++ == options_.abort_at_op) {
+      server_->send(peer, wire::Error{wire::ErrorCode::kAborted,
+                                      "virtual rank 3 ran out of memory (torch_backend_test)"});
+      server_->close(peer);
+      return;
+    }
+    pending_.push_back(wire::Complete{op->op_id, op->at + options_.complete_after_ns});
+    if (!options_.answer_when_due) answer(peer, pending_.size() - 1);
+  } else if (const auto* w = std::get_if<wire::Wait>(&m)) {
+    // Answers what completes by the wait's end: with no limit, the op it
+    // waits for (or any op's first).
+    for (std::size_t i = 0; i < pending_.size();) {
+      const bool due = w->until == wire::kNoLimit
+                           ? (w->op_id == wire::kAnyOp || pending_[i].op_id == w->op_id)
+                           : pending_[i].at <= w->until;
+      if (due) {
+        answer(peer, i);
+      } else {
+        ++i;
+      }
+    }
+    if (w->until != wire::kNoLimit && !woken(*w))
+      server_->send(peer, wire::Horizon{w->wait_id, w->until});
+  } else if (std::holds_alternative<wire::Bye>(m)) {
+    server_->close(peer);
+  }
+}
+
+namespace {
+
+// The environment as execve wants it: owned strings and their pointers.
+struct EnvBlock {
+  std::vector<std::string> entries;
+  std::vector<char*> pointers;
+};
+
+EnvBlock make_env(const Env& set, const std::vector<std::string>& unset) {
+  std::set<std::string> drop(unset.begin(), unset.end());
+  for (const auto& [k, v] : set) drop.insert(k);
+  EnvBlock e;
+  for (char** p = environ; *p != nullptr; ++p) {
+    const std::string entry = *p;
+    if (!drop.contains(entry.substr(0, entry.find('=')))) e.entries.push_back(entry);
+  }
+  for (const auto& [k, v] : set) e.entries.push_back(k + "=" + v);
+  for (std::string& s : e.entries) e.pointers.push_back(s.data());
+  e.pointers.push_back(nullptr);
+  return e;
+}
+
+std::vector<char*> make_argv(std::vector<std::string>& args) {
+  std::vector<char*> out;
+  for (std::string& a : args) out.push_back(a.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Forks and execs; the child's stdin is `in` (or /dev/null), its stdout
+// `out`, its stderr `err`. Only async-signal-safe calls after fork: the
+// test process has threads.
+pid_t spawn(std::vector<std::string> args, const EnvBlock& env, int in, int out, int err) {
+  std::vector<char*> argv = make_argv(args);
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in >= 0 ? in : null, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::execve(argv[0], argv.data(), env.pointers.data());
+    ::_exit(127);
+  }
+  ::close(null);
+  return pid;
+}
+
+}  // namespace
+
+RunResult run(const std::vector<std::string>& argv, const Env& set,
+              const std::vector<std::string>& unset, std::chrono::seconds timeout) {
+  RunResult r;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return r;
+  const EnvBlock env = make_env(set, unset);
+  const auto start = Clock::now();
+  const pid_t pid = spawn(argv, env, -1, fds[1], fds[1]);
+  ::close(fds[1]);
+  const auto deadline = start + timeout;
+  char buf[4096];
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      r.timed_out = true;
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    r.output.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  return r;
+}
+
+StoreServer::StoreServer(int world_size) {
+  int in[2];
+  int out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
+  const EnvBlock env = make_env({{"OMP_NUM_THREADS", "1"}}, {"PRISM_COORDINATOR"});
+  pid_ = spawn({"/usr/bin/python3", PRISM_SOURCE_DIR "/tests/shim/torch/store_server.py",
+                std::to_string(world_size)},
+               env, in[0], out[1], 2);
+  ::close(in[0]);
+  ::close(out[1]);
+  stdin_ = in[1];
+  std::string line;
+  char c = 0;
+  pollfd p{out[0], POLLIN, 0};
+  while (::poll(&p, 1, 60'000) > 0 && ::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(out[0]);
+  if (!line.empty() && std::all_of(line.begin(), line.end(), ::isdigit)) port_ = std::stoi(line);
+}
+
+StoreServer::~StoreServer() {
+  if (stdin_ >= 0) ::close(stdin_);  // it serves until its stdin closes
+  if (pid_ <= 0) return;
+  for (int i = 0; i < 200; ++i) {
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    std::this_thread::sleep_for(10ms);
+  }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+}
+
+std::string torch_missing() {
+  static const std::string why = [] {
+    bool built = false;
+    std::error_code ec;
+    for (const auto& e :
+         std::filesystem::directory_iterator(PRISM_BINARY_DIR "/python/prism_torch", ec)) {
+      built = built || e.path().filename().string().starts_with("_c10d");
+    }
+    if (!built) return std::string("the prism_torch._c10d module is not built (no torch?)");
+    const RunResult r = run({"/usr/bin/python3", "-c", "import torch"}, {}, {"PYTHONPATH"}, 120s);
+    if (r.exit_code != 0) return "/usr/bin/python3 cannot import torch: " + r.output;
+    return std::string();
+  }();
+  return why;
+}
+
+}  // namespace prism::torch_shim::testing

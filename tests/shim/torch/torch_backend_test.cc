@@ -1,0 +1,274 @@
+// The c10d backend "prism" end to end: unmodified torch.distributed programs
+// (tests/shim/torch/*.py) run under /usr/bin/python3 as rank 0 of 4, with
+// build/python first on PYTHONPATH as `prism emulate` puts it, against a
+// fake coordinator that records what they send. Skipped when torch is not
+// installed or the module was not built.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "python_rank.h"
+
+namespace prism::torch_shim::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace std::chrono_literals;
+using wire::OpCode;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kScripts = PRISM_SOURCE_DIR "/tests/shim/torch/";
+
+class TorchBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = torch_missing(); !why.empty()) GTEST_SKIP() << why;
+  }
+
+  // A real rank's environment, as `prism emulate` sets it (docs/emulate.md).
+  static Env rank_env(const FakeCoordinator& f, const StoreServer& store) {
+    return {{"PYTHONPATH", PRISM_BINARY_DIR "/python"},
+            {"PRISM_COORDINATOR", f.address()},
+            {"PRISM_TIMEOUT_MS", "20000"},
+            {"RANK", "0"},
+            {"WORLD_SIZE", "4"},
+            {"LOCAL_RANK", "0"},
+            {"MASTER_ADDR", "127.0.0.1"},
+            {"MASTER_PORT", std::to_string(store.port())},
+            {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+            {"OMP_NUM_THREADS", "1"}};
+  }
+  // Left unset, as prism emulate does: prism_torch makes it 0.
+  static std::vector<std::string> unset() { return {"TORCHELASTIC_RESTART_COUNT"}; }
+
+  static RunResult run_script(const std::string& script, const Env& env,
+                              std::vector<std::string> args = {}) {
+    std::vector<std::string> argv{kPython, kScripts + script};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv, env, unset(), 120s);
+  }
+};
+
+// One op as the test expects it.
+struct Want {
+  OpCode code;
+  std::int64_t bytes;
+  DType dtype;
+  std::int32_t peer = 0;
+  std::int32_t tag = 0;
+  std::uint32_t comm = 0;
+};
+
+std::string describe(const wire::Op& o) {
+  return std::string(wire::to_string(o.code)) + " " + std::to_string(o.bytes) + " B " +
+         std::string(to_string(o.dtype)) + " peer " + std::to_string(o.peer) + " tag " +
+         std::to_string(o.tag) + " comm " + std::to_string(o.comm) + " group " +
+         std::to_string(o.group);
+}
+
+TEST_F(TorchBackendTest, EveryCollectiveReachesTheCoordinator) {
+  FakeCoordinator f;
+  StoreServer store(4);
+  ASSERT_NE(store.port(), 0);
+  const RunResult r = run_script("collectives.py", rank_env(f, store));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("DONE"));
+  EXPECT_THAT(r.output,
+              HasSubstr("prism: torch.distributed backend 'gloo' runs on PrismLLM's emulated"));
+  EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: allreduce: element type Short has no "
+                                  "PrismLLM code"));
+
+  const auto hello = f.seen_of<wire::Hello>();
+  ASSERT_EQ(hello.size(), 1u);
+  EXPECT_EQ(hello[0].rank, 0);
+  EXPECT_EQ(hello[0].world_size, 4);
+  EXPECT_EQ(hello[0].program, "python");
+  const auto comms = f.seen_of<wire::CommInit>();
+  ASSERT_EQ(comms.size(), 2u);  // the world and [0, 2]; rank 0 is not in [1, 3]
+  EXPECT_EQ(comms[0].comm, 0u);
+  EXPECT_EQ(comms[0].nranks, 4);
+  EXPECT_EQ(comms[0].members, (std::vector<std::int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(comms[1].comm, 1u);
+  EXPECT_EQ(comms[1].rank_in_comm, 0);
+  EXPECT_EQ(comms[1].members, (std::vector<std::int32_t>{0, 2}));
+
+  const std::vector<Want> want{
+      {OpCode::kAllReduce, 40, DType::kFloat32},
+      {OpCode::kAllReduce, 24, DType::kInt64},
+      {OpCode::kBroadcast, 16, DType::kFloat16, 1},
+      {OpCode::kReduce, 8, DType::kBFloat16, 0},
+      {OpCode::kAllGather, 48, DType::kFloat32},      // output: 12 B × 4
+      {OpCode::kAllGather, 32, DType::kInt32},        // all_gather_into_tensor
+      {OpCode::kReduceScatter, 32, DType::kFloat32},  // input: 8 B × 4
+      {OpCode::kReduceScatter, 32, DType::kFloat32},  // reduce_scatter_tensor
+      {OpCode::kAllToAll, 64, DType::kInt64},
+      {OpCode::kAllToAll, 32, DType::kFloat32},
+      {OpCode::kSend, 20, DType::kFloat32, 2, 7},
+      {OpCode::kRecv, 20, DType::kFloat32, 3, 5},
+      {OpCode::kSend, 8, DType::kFloat32, 1},
+      {OpCode::kRecv, 8, DType::kFloat32, 1},
+      {OpCode::kBarrier, 0, DType::kBFloat16},
+      {OpCode::kAllReduce, 32, DType::kFloat32},  // coalesced: 12 B + 20 B
+      {OpCode::kAllGather, 80, DType::kFloat32},  // coalesced: (8 B + 12 B) × 4
+      {OpCode::kRecv, 12, DType::kFloat32, 1},    // gather at the root: NCCL's receives
+      {OpCode::kRecv, 12, DType::kFloat32, 2},
+      {OpCode::kRecv, 12, DType::kFloat32, 3},
+      {OpCode::kSend, 12, DType::kFloat32, 1},  // gather to rank 1
+      {OpCode::kSend, 12, DType::kFloat32, 1},  // scatter from the root
+      {OpCode::kSend, 12, DType::kFloat32, 2},
+      {OpCode::kSend, 12, DType::kFloat32, 3},
+      {OpCode::kAllReduce, 24, DType::kFloat32},  // async, through its future
+      {OpCode::kAllReduce, 16, DType::kFloat32, 0, 0, 1},
+      {OpCode::kSend, 4, DType::kFloat32, 1, 0, 1},  // global rank 2 is rank 1 of [0, 2]
+      {OpCode::kAllReduce, 4, DType::kFloat32},
+  };
+  const auto ops = f.seen_of<wire::Op>();
+  ASSERT_EQ(ops.size(), want.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Want& w = want[i];
+    const wire::Op& o = ops[i];
+    SCOPED_TRACE("op " + std::to_string(i) + ": " + describe(o));
+    EXPECT_EQ(o.code, w.code);
+    EXPECT_EQ(o.bytes, w.bytes);
+    EXPECT_EQ(o.dtype, w.dtype);
+    EXPECT_EQ(o.peer, w.peer);
+    EXPECT_EQ(o.tag, w.tag);
+    EXPECT_EQ(o.comm, w.comm);
+    EXPECT_EQ(o.stream, 1);
+  }
+  // gather's and scatter's sends and receives are groups, as NCCL issues them.
+  const std::vector<std::uint32_t> groups{ops[17].group, ops[20].group, ops[21].group};
+  EXPECT_NE(groups[0], 0u);
+  EXPECT_EQ(ops[18].group, groups[0]);
+  EXPECT_EQ(ops[19].group, groups[0]);
+  EXPECT_NE(groups[1], 0u);
+  EXPECT_NE(groups[1], groups[0]);
+  EXPECT_EQ(ops[23].group, groups[2]);
+  EXPECT_NE(groups[2], groups[1]);
+  EXPECT_EQ(ops[0].group, 0u);
+
+  const auto bye = f.seen_of<wire::Bye>();
+  ASSERT_EQ(bye.size(), 1u);
+  EXPECT_EQ(bye[0].exit_code, 0);
+}
+
+TEST_F(TorchBackendTest, DdpTrainsAndMarksIterations) {
+  FakeCoordinator f;
+  StoreServer store(4);
+  ASSERT_NE(store.port(), 0);
+  const RunResult r = run_script("ddp.py", rank_env(f, store));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("DONE"));
+
+  // One bucket of every gradient per step: (8×16 + 16 + 16×4 + 4) floats.
+  int bucket_reductions = 0;
+  for (const wire::Op& o : f.seen_of<wire::Op>()) {
+    EXPECT_EQ(o.comm, 0u);
+    if (o.code == OpCode::kAllReduce && o.bytes == 212 * 4 && o.dtype == DType::kFloat32)
+      ++bucket_reductions;
+  }
+  EXPECT_EQ(bucket_reductions, 3);
+  // Three steps: begin, end, begin, end, begin; the first step's iteration
+  // (start-up) is not one.
+  std::vector<wire::MarkerCode> codes;
+  for (const wire::Marker& m : f.seen_of<wire::Marker>()) codes.push_back(m.code);
+  using wire::MarkerCode;
+  EXPECT_EQ(codes, (std::vector<MarkerCode>{MarkerCode::kIterationBegin, MarkerCode::kIterationEnd,
+                                            MarkerCode::kIterationBegin, MarkerCode::kIterationEnd,
+                                            MarkerCode::kIterationBegin}));
+  const auto bye = f.seen_of<wire::Bye>();
+  ASSERT_EQ(bye.size(), 1u);
+  EXPECT_EQ(bye[0].exit_code, 0);
+}
+
+TEST_F(TorchBackendTest, AbortedEmulationFailsAWaitingProgram) {
+  for (const std::string mode : {"wait", "future"}) {
+    SCOPED_TRACE(mode);
+    FakeCoordinator f({.abort_at_op = 2});
+    StoreServer store(4);
+    ASSERT_NE(store.port(), 0);
+    const RunResult r = run_script("abort.py", rank_env(f, store), {mode});
+    EXPECT_FALSE(r.timed_out) << r.output;
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("virtual rank 3 ran out of memory (torch_backend_test)"));
+    EXPECT_THAT(r.output, Not(HasSubstr("NOT ABORTED")));
+    EXPECT_LT(r.took, 60s);
+  }
+}
+
+// A coordinator that answers only once the rank's polls reach the
+// completion: the future completes then, within a poll or so, not earlier.
+TEST_F(TorchBackendTest, AFutureCompletesAtItsEmulatedTime) {
+  FakeCoordinator f({.complete_after_ns = 50'000'000, .answer_when_due = true});
+  StoreServer store(4);
+  ASSERT_NE(store.port(), 0);
+  const RunResult r = run_script("future_timing.py", rank_env(f, store), {"50", "20"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::cerr << r.output;  // what polling cost the rank's compute, for people
+  const std::size_t at = r.output.find("LATE_MS ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  // A poll is 0.2 ms apart; a loaded 2-core machine may add scheduling.
+  EXPECT_LT(std::stod(r.output.substr(at + 8)), 20.0) << r.output;
+}
+
+TEST_F(TorchBackendTest, MissingCoordinatorIsAClearError) {
+  FakeCoordinator f;
+  StoreServer store(4);
+  ASSERT_NE(store.port(), 0);
+  Env env = rank_env(f, store);
+  env["PRISM_COORDINATOR"] = "unix:/nonexistent/prism/coordinator.sock";
+  const RunResult r = run_script("ddp.py", env);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("RuntimeError: prism: rank 0 of 4 cannot connect to the "
+                                  "coordinator at 'unix:/nonexistent/prism/coordinator.sock'"));
+}
+
+TEST_F(TorchBackendTest, DirectProcessGroupGlooIsRefused) {
+  FakeCoordinator f;
+  StoreServer store(4);
+  const RunResult r = run_script("direct_gloo.py", rank_env(f, store));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.ProcessGroupGloo was "
+                                  "constructed directly"));
+  EXPECT_THAT(r.output, HasSubstr("create the group with dist.new_group(backend=...) instead"));
+  EXPECT_TRUE(f.seen().empty());  // it never connected
+}
+
+TEST_F(TorchBackendTest, SitecustomizeWithoutCoordinatorLeavesTorchAlone) {
+  const RunResult r =
+      run({kPython, "-c",
+           "import sys, torch.distributed as dist; "
+           "print('plugins', sorted(dist.Backend._plugins)); "
+           "print('gloo', type(dist.ProcessGroupGloo).__name__); "
+           "print('prism_torch' in sys.modules)"},
+          {{"PYTHONPATH", PRISM_BINARY_DIR "/python"}}, {"PRISM_COORDINATOR"}, 120s);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("plugins []"));
+  EXPECT_THAT(r.output, HasSubstr("gloo pybind11_type"));
+  EXPECT_THAT(r.output, HasSubstr("False"));
+}
+
+TEST_F(TorchBackendTest, SitecustomizeLeavesOtherProgramsAloneAndChains) {
+  // Another sitecustomize later on the path, like Debian's in /etc/python3.11.
+  const auto other = std::filesystem::temp_directory_path() /
+                     ("prism-torch-test-site-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(other);
+  std::ofstream(other / "sitecustomize.py") << "print('the next sitecustomize ran')\n";
+  const RunResult r = run({kPython, "-c",
+                           "import sys; print('loaded', sorted(m for m in sys.modules if "
+                           "m.split('.')[0] in ('torch', 'prism_torch')))"},
+                          {{"PYTHONPATH", PRISM_BINARY_DIR "/python:" + other.string()},
+                           {"PRISM_COORDINATOR", "unix:/nonexistent.sock"}},
+                          {}, 60s);
+  std::filesystem::remove_all(other);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("loaded []"));
+  EXPECT_THAT(r.output, HasSubstr("the next sitecustomize ran"));
+}
+
+}  // namespace
+}  // namespace prism::torch_shim::testing
