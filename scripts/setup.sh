@@ -9,6 +9,9 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libyaml-cpp-dev libabsl-dev libasio-dev
   libgtest-dev libgmock-dev
   clang-format
+  # PyTorch programs as real ranks: the c10d backend builds against
+  # libtorch-dev and pybind11 and runs under python3-torch (CPU).
+  python3-torch libtorch-dev python3-dev pybind11-dev
 )
 
 missing=()

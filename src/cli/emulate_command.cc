@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/cluster_models.h"
+#include "cli/emulate_program.h"
 #include "cli/replay_command.h"
 #include "compute/compute_model.h"
 #include "graph/graph_json.h"
@@ -24,6 +25,7 @@
 #include "runtime/emulate_report.h"
 #include "runtime/launcher.h"
 #include "util/file.h"
+#include "workload/capture_graph.h"
 
 namespace prism {
 namespace {
@@ -51,23 +53,6 @@ class PrivateDir {
   explicit PrivateDir(std::string p) : path_(std::move(p)) {}
   std::string path_;
 };
-
-// torchrun's variables for `rank`, and PrismLLM's own.
-runtime::Env rank_env(const ExecutionGraph& g, Rank rank, const std::string& coordinator,
-                      const std::string& graph, int master_port, double timeout_s) {
-  const int per_node = g.layout.gpus_per_node();
-  return {{"RANK", std::to_string(rank)},
-          {"WORLD_SIZE", std::to_string(g.world_size())},
-          {"LOCAL_RANK", std::to_string(rank % per_node)},
-          {"LOCAL_WORLD_SIZE", std::to_string(per_node)},
-          {"GROUP_RANK", std::to_string(rank / per_node)},
-          {"NODE_RANK", std::to_string(rank / per_node)},
-          {"MASTER_ADDR", "127.0.0.1"},
-          {"MASTER_PORT", std::to_string(master_port)},
-          {"PRISM_COORDINATOR", coordinator},
-          {"PRISM_GRAPH", graph},
-          {"PRISM_TIMEOUT_MS", std::to_string(static_cast<std::int64_t>(timeout_s * 1000))}};
-}
 
 // The pure replay's iteration time for each of `ranks`, from their timelines.
 std::vector<SimTime> predicted_times(const ReplayResult& r, const std::vector<Rank>& ranks) {
@@ -123,10 +108,15 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
                    "waits for it")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app_->add_option("--master-port", master_port_, "MASTER_PORT given to the real ranks")
-      ->check(CLI::Range(1, 65535))
+  app_->add_option("--master-port", master_port_,
+                   "Port of the rendezvous store PrismLLM hosts on 127.0.0.1 (MASTER_PORT for "
+                   "the real ranks; 0: any free port)")
+      ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   app_->add_flag("--no-fold", no_fold_, "Simulate every virtual rank instead of one per class");
+  app_->add_option("--save-graph", save_graph_path_,
+                   "Write the job's graph (built, or captured from the program) to FILE")
+      ->type_name("FILE");
   memory_.add_to(app_);
   app_->add_option("PROGRAM", program_, "The program to run for each real rank, after --")
       ->required()
@@ -138,20 +128,36 @@ bool EmulateCommand::selected() const {
 }
 
 Result<int> EmulateCommand::run() const {
-  PRISM_RETURN_IF_ERROR(
-      check_output_files(*app_, {"--report", "--trace"}, job_.job_path, "job spec"));
-  PRISM_ASSIGN_OR_RETURN(const PreparedJob p, prepare_job(job_));
-  const ExecutionGraph& g = p.built.graph;
+  PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--report", "--trace", "--save-graph"},
+                                           job_.job_path, "job spec"));
+  PRISM_ASSIGN_OR_RETURN(const PreparedJob p, prepare_job(job_, /*program_ok=*/true));
   PRISM_ASSIGN_OR_RETURN(const DeviceMemoryOptions device, memory_.device(p.gpu.name));
-  Result<std::vector<Rank>> real = parse_rank_list(real_ranks_, g.world_size());
+  const int world = p.job.num_gpus;
+  Result<std::vector<Rank>> real = parse_rank_list(real_ranks_, world);
   if (!real.is_ok()) return real.status().with_context("--real-ranks");
   std::vector<Rank> traced;
   if (!trace_ranks_.empty()) {
-    Result<std::vector<Rank>> t = parse_rank_list(trace_ranks_, g.world_size());
+    Result<std::vector<Rank>> t = parse_rank_list(trace_ranks_, world);
     if (!t.is_ok()) return t.status().with_context("--trace-ranks");
     traced = t.value();
   }
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s_ * 1000));
+  PRISM_ASSIGN_OR_RETURN(PrivateDir dir, PrivateDir::make());
+  RankEnvironment env{world, p.job.cluster.gpus_per_node, "", "", master_port_, timeout_s_};
+
+  // A program's job has no graph yet: its first real rank runs once to be
+  // captured, and the graph of every rank is built from that.
+  ExecutionGraph captured;
+  if (!p.job.has_model) {
+    PRISM_RETURN_IF_ERROR(check_capturable(p.job));
+    RankEnvironment capture_env = env;
+    capture_env.coordinator = "unix:" + dir.path() + "/capture.sock";
+    PRISM_ASSIGN_OR_RETURN(
+        captured, capture_program(p, ProgramCaptureRun{real.value().front(), program_, capture_env,
+                                                       capture_dir_}));
+  }
+  const ExecutionGraph& g = p.job.has_model ? p.built.graph : captured;
+  if (!save_graph_path_.empty()) PRISM_RETURN_IF_ERROR(save_graph(g, save_graph_path_));
 
   // The prediction: the same job replayed with no real rank.
   progress(fmt::format("replaying {} ranks without real ranks...", g.world_size()));
@@ -161,7 +167,6 @@ Result<int> EmulateCommand::run() const {
   ClusterModels pure_models(p.job.cluster, NcclSelection{}, device);
   PRISM_ASSIGN_OR_RETURN(const ReplayResult pure, replay(g, pure_options, pure_models.view()));
 
-  PRISM_ASSIGN_OR_RETURN(PrivateDir dir, PrivateDir::make());
   const std::string graph_path = dir.path() + "/graph.json";
   progress(fmt::format("writing {}...", graph_path));
   PRISM_RETURN_IF_ERROR(save_graph(g, graph_path));
@@ -186,14 +191,19 @@ Result<int> EmulateCommand::run() const {
   runtime::Launcher launcher(runtime::stdio_sink(stdout, stderr));
   progress(fmt::format("starting {} real ranks of {}; the coordinator is at {}",
                        real.value().size(), g.world_size(), bound.to_string()));
+  env.coordinator = bound.to_string();
+  env.graph = graph_path;
+  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<runtime::RendezvousStore> store,
+                         start_store(env, real.value()));
+  env.master_port = store->port();
   for (Rank r : real.value()) {
-    Result<pid_t> pid = launcher.start(
-        r, program_, rank_env(g, r, bound.to_string(), graph_path, master_port_, timeout_s_));
+    Result<pid_t> pid = launcher.start(r, program_, rank_env(env, r));
     if (!pid.is_ok()) return pid.status();
   }
   // A real rank whose process ends before it connected would otherwise be
   // waited for until the timeout.
   const auto tick = [&]() -> Status {
+    PRISM_RETURN_IF_ERROR(store_status(*store));
     for (const runtime::RankExit& e : launcher.poll_exits()) {
       if (!coordinator.connected(e.rank)) {
         return Status::invalid_argument(

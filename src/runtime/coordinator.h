@@ -53,6 +53,11 @@ struct LiveRankReport {
   SimTime wait;            // per iteration: iteration_time - compute
   SimTime finish;          // its goodbye
   std::int64_t ops = 0;    // communication ops entered
+  std::int64_t bytes = 0;  // their bytes (as the graph counts them)
+  // The rank's role in the graph: its communication ops and their bytes,
+  // which a rank that ran to its goodbye has all entered.
+  std::int64_t graph_ops = 0;
+  std::int64_t graph_bytes = 0;
   std::int64_t waits = 0;  // waits sent
   Bytes peak_allocated;    // from its memory events
 };

@@ -62,6 +62,9 @@ std::string format_emulate_json(const EmulateSummary& s) {
     e["error"] = error_pct(r.iteration_time, s.predicted[i]) / 100;
     e["iterations"] = r.iterations;
     e["ops"] = r.ops;
+    e["bytes"] = r.bytes;
+    e["graph_ops"] = r.graph_ops;
+    e["graph_bytes"] = r.graph_bytes;
     e["waits"] = r.waits;
     e["peak_allocated_bytes"] = r.peak_allocated.count;
     e["pid"] = r.pid;

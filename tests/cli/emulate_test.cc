@@ -39,7 +39,8 @@ class EmulateTest : public ::testing::Test {
   }
   RunResult emulate(const std::string& ranks, std::vector<std::string> program,
                     std::vector<std::string> options = {}) {
-    std::vector<std::string> args = {"emulate", kJob, "--real-ranks", ranks};
+    // Any free port for the rendezvous store, so that tests can run at once.
+    std::vector<std::string> args = {"emulate", kJob, "--real-ranks", ranks, "--master-port", "0"};
     args.insert(args.end(), options.begin(), options.end());
     args.push_back("--");
     args.insert(args.end(), program.begin(), program.end());
