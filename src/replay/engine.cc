@@ -177,8 +177,7 @@ bool Engine::start_op(std::uint32_t s, std::uint16_t st, std::int32_t oi) {
       free_op(s, oi, op);
       break;
     case OpKind::kMarker:
-      if (op.marker == MarkerKind::kIteration) sr.iteration_marks.begin(now_);
-      if (op.marker == MarkerKind::kIterationEnd) sr.iteration_marks.finish_iteration(now_);
+      sr.iteration_marks.record(op.marker, now_);
       break;
     case OpKind::kEventRecord:
     case OpKind::kEventWait:

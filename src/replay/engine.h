@@ -31,7 +31,7 @@ class Engine {
   void start();
   Result<SimTime> step();
   void enter_live(Rank rank, std::int32_t op, SimTime at);
-  void mark_live(Rank rank, SimTime at, bool end);
+  void mark_live(Rank rank, MarkerKind kind, SimTime at);
   SimTime now() const { return now_; }
   bool stopped() const { return stopped_; }
   ReplayResult finish_live(const std::vector<LiveRankTimes>& live);

@@ -21,8 +21,8 @@ void LiveReplay::enter(Rank rank, std::int32_t op, SimTime at) {
   engine_->enter_live(rank, op, at);
 }
 
-void LiveReplay::mark_iteration(Rank rank, SimTime at, bool end) {
-  engine_->mark_live(rank, at, end);
+void LiveReplay::mark(Rank rank, MarkerKind kind, SimTime at) {
+  engine_->mark_live(rank, kind, at);
 }
 
 Result<SimTime> LiveReplay::advance() {
@@ -56,13 +56,8 @@ void Engine::enter_live(Rank rank, std::int32_t op, SimTime at) {
   queue_.push(at, kLiveArrival, Event{s, o.stream, op});
 }
 
-void Engine::mark_live(Rank rank, SimTime at, bool end) {
-  IterationMarks& m = sranks_[live_srank(rank)].iteration_marks;
-  if (end) {
-    m.finish_iteration(at);
-  } else {
-    m.begin(at);
-  }
+void Engine::mark_live(Rank rank, MarkerKind kind, SimTime at) {
+  sranks_[live_srank(rank)].iteration_marks.record(kind, at);
 }
 
 void Engine::arrive_live(std::uint32_t s, std::int32_t oi) {

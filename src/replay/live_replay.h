@@ -58,9 +58,9 @@ class LiveReplay {
   // Live rank `rank` enters communication op `op` of its role at `at`, which
   // must not be before the last horizon advance() stopped at.
   void enter(Rank rank, std::int32_t op, SimTime at);
-  // Live rank `rank` passed an iteration marker at `at`: a begin marker, or
-  // with `end` an end marker (IterationMarks, replay/result.h).
-  void mark_iteration(Rank rank, SimTime at, bool end = false);
+  // Live rank `rank` passed a marker of kind `kind` at `at` (iterations:
+  // IterationMarks, replay/result.h).
+  void mark(Rank rank, MarkerKind kind, SimTime at);
 
   // Runs every event before the listener's horizon. Returns the time of the
   // next event left (SimTime::never() when none), or an error when simulated

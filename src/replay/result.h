@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph/layout.h"
+#include "graph/op.h"
 #include "mem/memory_model.h"
 #include "util/units.h"
 
@@ -97,10 +98,14 @@ struct IterationMarks {
   SimTime end{-1};                // the last end marker; -1: none
   std::size_t begins_at_end = 0;  // begin markers before it
 
-  void begin(SimTime at) { begins.push_back(at); }
-  void finish_iteration(SimTime at) {
-    end = at;
-    begins_at_end = begins.size();
+  // A marker of kind `k` passed at `at`; kinds other than the two iteration
+  // markers are no iteration boundary.
+  void record(MarkerKind k, SimTime at) {
+    if (k == MarkerKind::kIteration) begins.push_back(at);
+    if (k == MarkerKind::kIterationEnd) {
+      end = at;
+      begins_at_end = begins.size();
+    }
   }
   bool has_end() const { return end.ns >= 0; }
   // Begin times of the complete iterations.

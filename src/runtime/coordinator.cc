@@ -20,6 +20,21 @@ ReplayOptions replay_options(const CoordinatorOptions& o) {
   return r;
 }
 
+// The graph's marker for a live rank's.
+MarkerKind marker_kind(wire::MarkerCode c) {
+  switch (c) {
+    case wire::MarkerCode::kIterationBegin:
+      return MarkerKind::kIteration;
+    case wire::MarkerCode::kIterationEnd:
+      return MarkerKind::kIterationEnd;
+    case wire::MarkerCode::kMicrobatch:
+      return MarkerKind::kMicrobatch;
+    case wire::MarkerCode::kPhase:
+      return MarkerKind::kPhase;
+  }
+  return MarkerKind::kPhase;
+}
+
 SimTime wire_time(std::int64_t ns) {
   return ns == wire::kNoLimit ? SimTime::never() : SimTime{ns};
 }
@@ -147,13 +162,9 @@ Status Coordinator::Impl::handle(Session& s, const wire::Message& m) {
     case wire::MessageType::kMarker: {
       const auto& mk = std::get<wire::Marker>(m);
       PRISM_RETURN_IF_ERROR(step_to(s, SimTime{mk.at}, "a marker"));
-      if (mk.code == wire::MarkerCode::kIterationBegin) {
-        s.marks.begin(s.last_at);
-        replay_.mark_iteration(s.rank, s.last_at);
-      } else if (mk.code == wire::MarkerCode::kIterationEnd) {
-        s.marks.finish_iteration(s.last_at);
-        replay_.mark_iteration(s.rank, s.last_at, /*end=*/true);
-      }
+      const MarkerKind kind = marker_kind(mk.code);
+      s.marks.record(kind, s.last_at);
+      replay_.mark(s.rank, kind, s.last_at);
       return Status::ok();
     }
     case wire::MessageType::kCompute: {
