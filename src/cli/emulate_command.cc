@@ -141,7 +141,6 @@ Result<int> EmulateCommand::run() const {
     if (!t.is_ok()) return t.status().with_context("--trace-ranks");
     traced = t.value();
   }
-  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s_ * 1000));
   PRISM_ASSIGN_OR_RETURN(PrivateDir dir, PrivateDir::make());
   RankEnvironment env{world, p.job.cluster.gpus_per_node, "", "", master_port_, timeout_s_};
 
@@ -176,7 +175,7 @@ Result<int> EmulateCommand::run() const {
   co.job = p.job.name;
   co.fold = !no_fold_;
   co.trace_ranks = traced;
-  co.timeout = timeout;
+  co.timeout = env.timeout();
   co.capture = !capture_dir_.empty();
   ClusterModels models(p.job.cluster, NcclSelection{}, device);
   runtime::Coordinator coordinator(g, models.view(), co);
@@ -200,20 +199,10 @@ Result<int> EmulateCommand::run() const {
     Result<pid_t> pid = launcher.start(r, program_, rank_env(env, r));
     if (!pid.is_ok()) return pid.status();
   }
-  // A real rank whose process ends before it connected would otherwise be
-  // waited for until the timeout.
-  const auto tick = [&]() -> Status {
-    PRISM_RETURN_IF_ERROR(store_status(*store));
-    for (const runtime::RankExit& e : launcher.poll_exits()) {
-      if (!coordinator.connected(e.rank)) {
-        return Status::invalid_argument(
-            fmt::format("real rank {} (pid {}) {} before it connected to the coordinator", e.rank,
-                        e.pid, e.describe()));
-      }
-    }
-    return Status::ok();
-  };
-  Result<runtime::CoordinatorResult> done = coordinator.run(tick);
+  Result<runtime::CoordinatorResult> done = coordinator.run([&] {
+    return early_end(
+        *store, launcher, [&](Rank r) { return coordinator.connected(r); }, "real");
+  });
   if (!done.is_ok()) {
     const std::string why = done.status().message() + exits_text(launcher);
     launcher.terminate_all(std::chrono::milliseconds(2000));
@@ -221,7 +210,7 @@ Result<int> EmulateCommand::run() const {
   }
   // Every real rank said goodbye; their processes end now.
   int exit_status = 0;
-  for (const runtime::RankExit& e : launcher.wait_all(timeout)) {
+  for (const runtime::RankExit& e : launcher.wait_all(env.timeout())) {
     if (e.how == runtime::RankExit::How::kExited && e.code == 0) continue;
     fmt::print(stderr, "prism emulate: real rank {} (pid {}) {}\n", e.rank, e.pid, e.describe());
     exit_status = 1;

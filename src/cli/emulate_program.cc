@@ -22,19 +22,18 @@ std::string python_dir() {
 
 runtime::Env rank_env(const RankEnvironment& e, Rank rank) {
   const int per_node = e.gpus_per_node;
-  runtime::Env env{
-      {"RANK", std::to_string(rank)},
-      {"WORLD_SIZE", std::to_string(e.world_size)},
-      {"LOCAL_RANK", std::to_string(rank % per_node)},
-      {"LOCAL_WORLD_SIZE", std::to_string(per_node)},
-      {"GROUP_RANK", std::to_string(rank / per_node)},
-      {"NODE_RANK", std::to_string(rank / per_node)},
-      {"MASTER_ADDR", "127.0.0.1"},
-      {"MASTER_PORT", std::to_string(e.master_port)},
-      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-      {"TORCHELASTIC_RESTART_COUNT", "0"},  // read with the agent's store
-      {"PRISM_COORDINATOR", e.coordinator},
-      {"PRISM_TIMEOUT_MS", std::to_string(static_cast<std::int64_t>(e.timeout_s * 1000))}};
+  runtime::Env env{{"RANK", std::to_string(rank)},
+                   {"WORLD_SIZE", std::to_string(e.world_size)},
+                   {"LOCAL_RANK", std::to_string(rank % per_node)},
+                   {"LOCAL_WORLD_SIZE", std::to_string(per_node)},
+                   {"GROUP_RANK", std::to_string(rank / per_node)},
+                   {"NODE_RANK", std::to_string(rank / per_node)},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", std::to_string(e.master_port)},
+                   {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                   {"TORCHELASTIC_RESTART_COUNT", "0"},  // read with the agent's store
+                   {"PRISM_COORDINATOR", e.coordinator},
+                   {"PRISM_TIMEOUT_MS", std::to_string(e.timeout().count())}};
   if (!e.graph.empty()) env.emplace_back("PRISM_GRAPH", e.graph);
   if (const std::string py = python_dir(); !py.empty()) {
     const char* old = ::getenv("PYTHONPATH");
@@ -57,17 +56,23 @@ Result<std::unique_ptr<runtime::RendezvousStore>> start_store(const RankEnvironm
   return store;
 }
 
-Status store_status(const runtime::RendezvousStore& store) {
+Status early_end(const runtime::RendezvousStore& store, runtime::Launcher& launcher,
+                 const std::function<bool(Rank)>& connected, std::string_view who) {
   const std::vector<std::string> errors = store.errors();
-  if (errors.empty()) return Status::ok();
-  return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));
+  if (!errors.empty())
+    return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));
+  for (const runtime::RankExit& e : launcher.poll_exits()) {
+    if (!connected(e.rank))
+      return Status::invalid_argument(
+          fmt::format("{} rank {} (pid {}) {} before it connected to the coordinator", who, e.rank,
+                      e.pid, e.describe()));
+  }
+  return Status::ok();
 }
 
 Result<ExecutionGraph> capture_program(const PreparedJob& p, const ProgramCaptureRun& run) {
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<std::int64_t>(run.env.timeout_s * 1000));
   runtime::ProgramCapture capture(
-      runtime::ProgramCaptureOptions{run.rank, p.job.num_gpus, p.job.name, timeout});
+      runtime::ProgramCaptureOptions{run.rank, p.job.num_gpus, p.job.name, run.env.timeout()});
   PRISM_ASSIGN_OR_RETURN(const wire::Address where, wire::parse_address(run.env.coordinator));
   PRISM_ASSIGN_OR_RETURN(const wire::Address bound, capture.listen(where));
   RankEnvironment env = run.env;
@@ -81,37 +86,29 @@ Result<ExecutionGraph> capture_program(const PreparedJob& p, const ProgramCaptur
              "its program, so one run of it is the graph of all\n",
              run.rank, p.job.num_gpus);
   runtime::Launcher launcher(runtime::stdio_sink(stdout, stderr));
-  PRISM_ASSIGN_OR_RETURN(const pid_t pid,
-                         launcher.start(run.rank, run.program, rank_env(env, run.rank)));
-  const auto tick = [&]() -> Status {
-    PRISM_RETURN_IF_ERROR(store_status(*store));
-    for (const runtime::RankExit& e : launcher.poll_exits()) {
-      if (!capture.connected())
-        return Status::invalid_argument(
-            fmt::format("captured rank {} (pid {}) {} before it connected to the coordinator",
-                        e.rank, e.pid, e.describe()));
-    }
-    return Status::ok();
-  };
-  Result<runtime::RankCapture> done = capture.run(tick);
+  PRISM_RETURN_IF_ERROR(launcher.start(run.rank, run.program, rank_env(env, run.rank)).status());
+  Result<runtime::RankCapture> done = capture.run([&] {
+    return early_end(
+        *store, launcher, [&](Rank) { return capture.connected(); }, "captured");
+  });
   if (!done.is_ok()) {
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return done.status().with_context("capture");
   }
-  for (const runtime::RankExit& e : launcher.wait_all(timeout)) {
+  for (const runtime::RankExit& e : launcher.wait_all(run.env.timeout())) {
     if (e.how == runtime::RankExit::How::kExited && e.code == 0) continue;
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return Status::invalid_argument(
         fmt::format("capture: rank {} (pid {}) {} after its goodbye: the capture is not trusted",
-                    e.rank, pid, e.describe()));
+                    e.rank, e.pid, e.describe()));
   }
   const std::string json = runtime::format_capture_json(done.value());
-  const std::string name = fmt::format("program-rank{}.json", run.rank);
   if (!run.capture_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(run.capture_dir, ec);
     if (ec) return Status::io_error(fmt::format("--capture {}: {}", run.capture_dir, ec.message()));
-    PRISM_RETURN_IF_ERROR(write_file_atomic(run.capture_dir + "/" + name, json));
+    PRISM_RETURN_IF_ERROR(
+        write_file_atomic(fmt::format("{}/program-rank{}.json", run.capture_dir, run.rank), json));
   }
   PRISM_ASSIGN_OR_RETURN(
       ExecutionGraph g,

@@ -2,7 +2,10 @@
 // a program that has no graph yet (a job without a model section).
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/job_setup.h"
@@ -21,6 +24,10 @@ struct RankEnvironment {
   std::string graph;        // the graph file; empty while capturing
   int master_port = 29500;  // the rendezvous store's port on 127.0.0.1
   double timeout_s = 600;
+
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+  }
 };
 
 // torchrun's variables for `rank`, PrismLLM's own, and what lets an
@@ -39,9 +46,12 @@ std::string python_dir();
 // answering for every rank but `real`.
 Result<std::unique_ptr<runtime::RendezvousStore>> start_store(const RankEnvironment& e,
                                                               const std::vector<Rank>& real);
-// The store's first error, which ends the run (a Gloo group it cannot
-// answer for, a malformed query), or ok.
-Status store_status(const runtime::RendezvousStore& store);
+// What ends a run early, checked every tick: the store's first error (a
+// Gloo group it cannot answer for, a malformed query), or a `who` rank
+// ("real", "captured") whose process ended before it connected, which
+// would otherwise be waited for until the timeout.
+Status early_end(const runtime::RendezvousStore& store, runtime::Launcher& launcher,
+                 const std::function<bool(Rank)>& connected, std::string_view who);
 
 struct ProgramCaptureRun {
   Rank rank = 0;
