@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <numeric>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -29,8 +31,11 @@ std::optional<std::int64_t> parse_counter(const Bytes& v) {
   return n;
 }
 
-Bytes to_bytes(std::string_view s) {
-  return Bytes(s.begin(), s.end());
+std::vector<store_keys::KeyInfo> classify_all(const std::vector<std::string>& keys) {
+  std::vector<store_keys::KeyInfo> infos;
+  infos.reserve(keys.size());
+  for (const auto& key : keys) infos.push_back(store_keys::classify(key));
+  return infos;
 }
 
 }  // namespace
@@ -66,7 +71,10 @@ Status validate_options(const StoreOptions& o) {
 StoreState::StoreState(const StoreOptions& options)
     : options_(options),
       real_(options.real_ranks.begin(), options.real_ranks.end()),
-      groups_(options.groups) {}
+      world_(static_cast<std::size_t>(options.world_size)),
+      groups_(options.groups) {
+  std::iota(world_.begin(), world_.end(), 0);
+}
 
 void StoreState::connect(ClientId id, std::string peer) {
   clients_[id].peer = std::move(peer);
@@ -109,7 +117,7 @@ void StoreState::run(ClientId id, StoreEffects& out) {
     std::span<const std::uint8_t> data(c.in.data() + c.in_pos, c.in.size() - c.in_pos);
     if (c.dialect == tcpstore::Dialect::kUnknown) c.dialect = tcpstore::detect(data);
     if (c.dialect == tcpstore::Dialect::kUnknown) return;
-    auto d = tcpstore::decode(c.dialect, data, c.first, limits_);
+    auto d = tcpstore::decode(c.dialect, data, /*first=*/c.offset == 0, limits_);
     if (d.kind == tcpstore::Decoded::Kind::kNeedMore) {
       c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(c.in_pos));
       c.in_pos = 0;
@@ -121,7 +129,6 @@ void StoreState::run(ClientId id, StoreEffects& out) {
     }
     c.in_pos += d.consumed;
     c.offset += d.consumed;
-    c.first = false;
     handle(id, d.query, out);
   }
 }
@@ -182,14 +189,14 @@ void StoreState::handle(ClientId id, Query& q, StoreEffects& out) {
 }
 
 void StoreState::handle_write(ClientId id, Query& q, StoreEffects& out) {
+  const auto infos = classify_all(q.keys);
   for (std::size_t i = 0; i < q.keys.size(); ++i) {
-    if (!admit(id, q.keys[i], &q, /*writing=*/true, out)) return;
+    if (!admit(id, q.keys[i], infos[i], infos, /*writing=*/true, out)) return;
   }
   for (std::size_t i = 0; i < q.keys.size(); ++i) {
     const std::string& key = q.keys[i];
-    auto info = store_keys::classify(key);
-    if (info.kind == store_keys::KeyKind::kGroupDeclaration && q.op != Op::kAppend) {
-      declare_group(id, info.group, q.values[i], out);
+    if (infos[i].kind == store_keys::KeyKind::kGroupDeclaration && q.op != Op::kAppend) {
+      declare_group(id, infos[i].group, q.values[i], out);
     }
     if (q.op != Op::kAppend || !kv_.contains(key)) {
       put(key, std::move(q.values[i]), out);
@@ -203,8 +210,9 @@ void StoreState::handle_write(ClientId id, Query& q, StoreEffects& out) {
 }
 
 void StoreState::handle_read(ClientId id, Query& q, StoreEffects& out) {
-  for (const auto& key : q.keys) {
-    if (!admit(id, key, &q, /*writing=*/false, out)) return;
+  const auto infos = classify_all(q.keys);
+  for (std::size_t i = 0; i < q.keys.size(); ++i) {
+    if (!admit(id, q.keys[i], infos[i], infos, /*writing=*/false, out)) return;
   }
   Client& c = clients_.at(id);
   if (q.op == Op::kCheck) {
@@ -253,7 +261,7 @@ void StoreState::handle_compare_set(ClientId id, const Query& q, StoreEffects& o
     notify(key, tcpstore::kKeyUpdated, old, desired, out);
     appeared(key, out);
   }
-  tcpstore::put_bytes(reply, kv_[key]);
+  tcpstore::put_bytes(reply, it->second);
   out.sends.emplace_back(id, std::move(reply));
 }
 
@@ -278,7 +286,7 @@ void StoreState::handle_add(ClientId id, const Query& q, StoreEffects& out) {
   Bytes reply;
   tcpstore::put_i64(reply, value);
   out.sends.emplace_back(id, std::move(reply));
-  put(key, to_bytes(std::to_string(value)), out);
+  put(key, tcpstore::bytes_of(std::to_string(value)), out);
 }
 
 void StoreState::handle_queue(ClientId id, const Query& q, StoreEffects& out) {
@@ -306,14 +314,9 @@ void StoreState::handle_queue(ClientId id, const Query& q, StoreEffects& out) {
 }
 
 void StoreState::put(const std::string& key, Bytes value, StoreEffects& out) {
-  auto it = kv_.find(key);
-  const bool created = it == kv_.end();
-  Bytes old = created ? Bytes{} : std::move(it->second);
-  auto& slot = kv_[key];
-  slot = std::move(value);
-  if (!watchers_.empty()) {
-    notify(key, created ? tcpstore::kKeyCreated : tcpstore::kKeyUpdated, old, slot, out);
-  }
+  auto [it, created] = kv_.try_emplace(key);
+  const Bytes old = std::exchange(it->second, std::move(value));
+  notify(key, created ? tcpstore::kKeyCreated : tcpstore::kKeyUpdated, old, it->second, out);
   appeared(key, out);
 }
 
@@ -337,24 +340,20 @@ void StoreState::appeared(const std::string& key, StoreEffects& out) {
     }
   }
   for (auto& [id, c] : clients_) {
-    if (c.pending &&
-        std::find(c.pending->keys.begin(), c.pending->keys.end(), key) != c.pending->keys.end()) {
-      try_answer(id, c, out);
-    }
+    if (c.blocked_on(key)) try_answer(id, c, out);
   }
 }
 
 // Answers the client's blocked GET or MULTI_GET when every key is there.
-bool StoreState::try_answer(ClientId id, Client& c, StoreEffects& out) {
+void StoreState::try_answer(ClientId id, Client& c, StoreEffects& out) {
   for (const auto& key : c.pending->keys) {
-    if (!kv_.contains(key)) return false;
+    if (!kv_.contains(key)) return;
   }
   Bytes reply;
   for (const auto& key : c.pending->keys) tcpstore::put_bytes(reply, kv_.at(key));
   out.sends.emplace_back(id, std::move(reply));
   c.pending.reset();
   if (c.in_pos < c.in.size()) runnable_.push_back(id);
-  return true;
 }
 
 void StoreState::notify(const std::string& key, std::uint8_t type, const Bytes& old_value,

@@ -12,6 +12,7 @@
 // Single-threaded: the caller serializes every call.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -62,12 +63,16 @@ class StoreState {
     std::string peer;
     tcpstore::Dialect dialect = tcpstore::Dialect::kUnknown;
     tcpstore::Bytes in;
-    std::size_t in_pos = 0;    // bytes of `in` already decoded
-    std::uint64_t offset = 0;  // stream offset of in[in_pos]
-    bool first = true;
+    std::size_t in_pos = 0;                  // bytes of `in` already decoded
+    std::uint64_t offset = 0;                // stream offset of in[in_pos]; 0 until the first query
     std::optional<tcpstore::Query> pending;  // GET or MULTI_GET short of keys
     std::set<std::string> waiting;           // WAIT's keys still absent
     std::int32_t rank = -1;                  // global rank, once a key tells it
+
+    // Whether a blocked GET or MULTI_GET waits for `key`.
+    bool blocked_on(const std::string& key) const {
+      return pending && std::ranges::find(pending->keys, key) != pending->keys.end();
+    }
   };
   using Query = tcpstore::Query;
 
@@ -82,12 +87,16 @@ class StoreState {
   void handle_wait(ClientId id, const Query& q, StoreEffects& out);
 
   // Virtual-rank rules for a key a client touches; false when the client was
-  // refused (and closed).
-  bool admit(ClientId id, const std::string& key, const Query* q, bool writing, StoreEffects& out);
-  void settle_absent(const std::string& key, const store_keys::KeyInfo& info, const Query* q,
-                     StoreEffects& out);
-  std::optional<std::vector<std::int32_t>> members(const std::string& group) const;
-  std::optional<std::int32_t> publisher(const store_keys::KeyInfo& info, const Query* q);
+  // refused (and closed). `asked` holds every key of the query that touches
+  // it, classified (empty when no query does).
+  bool admit(ClientId id, const std::string& key, const store_keys::KeyInfo& info,
+             std::span<const store_keys::KeyInfo> asked, bool writing, StoreEffects& out);
+  void settle_absent(const std::string& key, const store_keys::KeyInfo& info,
+                     std::span<const store_keys::KeyInfo> asked, StoreEffects& out);
+  // The group's global ranks in group-rank order; null when unknown.
+  const std::vector<std::int32_t>* members(const std::string& group) const;
+  std::optional<std::int32_t> publisher(const store_keys::KeyInfo& info,
+                                        std::span<const store_keys::KeyInfo> asked);
   void declare_group(ClientId id, const std::string& group, const tcpstore::Bytes& value,
                      StoreEffects& out);
   void reevaluate(StoreEffects& out);
@@ -96,7 +105,7 @@ class StoreState {
   void put(const std::string& key, tcpstore::Bytes value, StoreEffects& out);
   void appeared(const std::string& key, StoreEffects& out);
   bool present(const std::string& key) const;
-  bool try_answer(ClientId id, Client& c, StoreEffects& out);
+  void try_answer(ClientId id, Client& c, StoreEffects& out);
   void notify(const std::string& key, std::uint8_t type, const tcpstore::Bytes& old_value,
               const tcpstore::Bytes& new_value, StoreEffects& out);
   void stop_waiting(ClientId id, Client& c);
@@ -105,6 +114,7 @@ class StoreState {
 
   StoreOptions options_;
   std::set<std::int32_t> real_;
+  std::vector<std::int32_t> world_;  // every global rank: the default group "0"
   tcpstore::Limits limits_;
   StoreClock::time_point now_{};
 

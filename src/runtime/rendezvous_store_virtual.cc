@@ -3,7 +3,6 @@
 #include "runtime/rendezvous_store_state.h"
 
 #include <algorithm>
-#include <numeric>
 #include <set>
 
 #include <fmt/format.h>
@@ -39,18 +38,16 @@ std::string describe_id(const KeyInfo& info) {
 
 }  // namespace
 
-std::optional<std::vector<std::int32_t>> StoreState::members(const std::string& group) const {
-  if (auto it = groups_.find(group); it != groups_.end()) return it->second;
-  if (group != "0") return std::nullopt;
-  std::vector<std::int32_t> all(static_cast<std::size_t>(options_.world_size));
-  std::iota(all.begin(), all.end(), 0);
-  return all;
+const std::vector<std::int32_t>* StoreState::members(const std::string& group) const {
+  if (auto it = groups_.find(group); it != groups_.end()) return &it->second;
+  return group == "0" ? &world_ : nullptr;
 }
 
 // The global rank that would SET an NCCL id key; nullopt when the group's
 // ranks are unknown.
-std::optional<std::int32_t> StoreState::publisher(const KeyInfo& info, const Query* q) {
-  auto m = members(info.group);
+std::optional<std::int32_t> StoreState::publisher(const KeyInfo& info,
+                                                  std::span<const KeyInfo> asked) {
+  const auto* m = members(info.group);
   if (!m) return std::nullopt;
   const auto n = static_cast<std::int32_t>(m->size());
   std::int32_t group_rank = info.rank;
@@ -58,17 +55,14 @@ std::optional<std::int32_t> StoreState::publisher(const KeyInfo& info, const Que
     // ProcessGroupNCCL waits for and gets every root's key at once: a query
     // that names roots 0..k-1 tells that there are k.
     std::int32_t& roots = root_counts_[info.root_prefix];
-    if (q != nullptr) {
-      std::set<std::int32_t> named;
-      for (const auto& k : q->keys) {
-        KeyInfo other = store_keys::classify(k);
-        if (other.kind == KeyKind::kNcclRootId && other.root_prefix == info.root_prefix) {
-          named.insert(other.rank);
-        }
+    std::set<std::int32_t> named;
+    for (const KeyInfo& other : asked) {
+      if (other.kind == KeyKind::kNcclRootId && other.root_prefix == info.root_prefix) {
+        named.insert(other.rank);
       }
-      const auto k = static_cast<std::int32_t>(named.size());
-      if (k > 0 && *named.rbegin() == k - 1) roots = std::max(roots, k);
     }
+    const auto k = static_cast<std::int32_t>(named.size());
+    if (k > 0 && *named.rbegin() == k - 1) roots = std::max(roots, k);
     if (roots == 0) roots = (n + options_.nccl_ranks_per_root - 1) / options_.nccl_ranks_per_root;
     if (info.rank >= roots || roots > n) return std::nullopt;
     group_rank = store_keys::scalable_root_rank(info.rank, roots, n);
@@ -77,15 +71,14 @@ std::optional<std::int32_t> StoreState::publisher(const KeyInfo& info, const Que
   return (*m)[static_cast<std::size_t>(group_rank)];
 }
 
-bool StoreState::admit(ClientId id, const std::string& key, const Query* q, bool writing,
-                       StoreEffects& out) {
-  const KeyInfo info = store_keys::classify(key);
+bool StoreState::admit(ClientId id, const std::string& key, const KeyInfo& info,
+                       std::span<const KeyInfo> asked, bool writing, StoreEffects& out) {
   Client& c = clients_.at(id);
   if (is_nccl_id(info.kind)) {
     if (writing) {
-      if (auto pub = publisher(info, q); pub && real_.contains(*pub)) c.rank = *pub;
+      if (auto pub = publisher(info, asked); pub && real_.contains(*pub)) c.rank = *pub;
     } else if (!kv_.contains(key)) {
-      settle_absent(key, info, q, out);
+      settle_absent(key, info, asked, out);
     }
     return true;
   }
@@ -93,7 +86,7 @@ bool StoreState::admit(ClientId id, const std::string& key, const Query* q, bool
 
   // Gloo connects every pair of members through their published addresses:
   // one virtual member and the group cannot form.
-  auto m = members(info.group);
+  const auto* m = members(info.group);
   std::string reason;
   if (m) {
     if (writing && info.rank < static_cast<std::int32_t>(m->size())) {
@@ -131,9 +124,9 @@ bool StoreState::admit(ClientId id, const std::string& key, const Query* q, bool
 
 // A real rank asks for an absent NCCL id: publish it when its publisher is
 // virtual, leave it to a real publisher, or time the wait when nobody knows.
-void StoreState::settle_absent(const std::string& key, const KeyInfo& info, const Query* q,
-                               StoreEffects& out) {
-  auto pub = publisher(info, q);
+void StoreState::settle_absent(const std::string& key, const KeyInfo& info,
+                               std::span<const KeyInfo> asked, StoreEffects& out) {
+  auto pub = publisher(info, asked);
   if (!pub) {
     if (options_.unknown_publisher_timeout.count() > 0 && !reported_.contains(key)) {
       unplaced_.try_emplace(key, now_ + options_.unknown_publisher_timeout);
@@ -181,7 +174,9 @@ void StoreState::reevaluate(StoreEffects& out) {
     for (const auto& key : c.pending->keys) asks.emplace_back(id, key);
   }
   for (const auto& [id, key] : asks) {
-    if (clients_.contains(id) && !kv_.contains(key)) admit(id, key, nullptr, false, out);
+    if (clients_.contains(id) && !kv_.contains(key)) {
+      admit(id, key, store_keys::classify(key), {}, /*writing=*/false, out);
+    }
   }
 }
 
@@ -217,12 +212,10 @@ void StoreState::advance(StoreClock::time_point now, StoreEffects& out) {
     }
     const std::string key = it->first;
     it = unplaced_.erase(it);
-    bool awaited = waiters_.contains(key);
-    for (const auto& [id, c] : clients_) {
-      if (c.pending && std::ranges::find(c.pending->keys, key) != c.pending->keys.end()) {
-        awaited = true;
-      }
-    }
+    const bool awaited =
+        waiters_.contains(key) || std::ranges::any_of(clients_, [&](const auto& entry) {
+          return entry.second.blocked_on(key);
+        });
     if (!awaited || kv_.contains(key)) continue;
     reported_.insert(key);
     const KeyInfo info = store_keys::classify(key);

@@ -3,8 +3,11 @@
 #include <array>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
+
+#include "util/enum_names.h"
 
 namespace prism::runtime::tcpstore {
 namespace {
@@ -18,6 +21,33 @@ constexpr std::array kValidatedTypes = {
     Op::kValidate,   Op::kSet,        Op::kCompareSet, Op::kGet,      Op::kAdd,      Op::kCheck,
     Op::kWait,       Op::kGetNumKeys, Op::kDeleteKey,  Op::kAppend,   Op::kMultiGet, Op::kMultiSet,
     Op::kCancelWait, Op::kPing,       Op::kQueuePush,  Op::kQueuePop, Op::kQueueLen, Op::kList};
+
+constexpr std::array<std::pair<Op, std::string_view>, 19> kOpNames{{
+    {Op::kValidate, "VALIDATE"},
+    {Op::kSet, "SET"},
+    {Op::kCompareSet, "COMPARE_SET"},
+    {Op::kGet, "GET"},
+    {Op::kAdd, "ADD"},
+    {Op::kCheck, "CHECK"},
+    {Op::kWait, "WAIT"},
+    {Op::kGetNumKeys, "GETNUMKEYS"},
+    {Op::kWatchKey, "WATCH_KEY"},
+    {Op::kDeleteKey, "DELETE_KEY"},
+    {Op::kAppend, "APPEND"},
+    {Op::kMultiGet, "MULTI_GET"},
+    {Op::kMultiSet, "MULTI_SET"},
+    {Op::kCancelWait, "CANCEL_WAIT"},
+    {Op::kPing, "PING"},
+    {Op::kQueuePush, "QUEUE_PUSH"},
+    {Op::kQueuePop, "QUEUE_POP"},
+    {Op::kQueueLen, "QUEUE_LEN"},
+    {Op::kList, "LIST"},
+}};
+constexpr std::array<std::pair<Dialect, std::string_view>, 3> kDialectNames{{
+    {Dialect::kUnknown, "unknown protocol"},
+    {Dialect::kLegacy, "torch 1.13-2.1 protocol"},
+    {Dialect::kValidated, "torch 2.2+ protocol"},
+}};
 
 std::span<const Op> types_of(Dialect d) {
   if (d == Dialect::kLegacy) return kLegacyTypes;
@@ -70,28 +100,25 @@ struct Parse {
   Query q;
   std::string error;
 
-  bool key() {
+  // A length-prefixed field of at most `limit` bytes; nullopt when short or
+  // over the limit (then `error` names the field as `what`).
+  std::optional<std::span<const std::uint8_t>> field(std::uint64_t limit, std::string_view what) {
     std::uint64_t len = 0;
-    auto s = r.sized(lim.max_key_bytes, &len);
-    if (!s) {
-      if (!r.short_read())
-        error = fmt::format("a key of {} bytes (limit {})", len, lim.max_key_bytes);
-      return false;
+    auto s = r.sized(limit, &len);
+    if (!s && !r.short_read()) {
+      error = fmt::format("a {} of {} bytes (limit {})", what, len, limit);
     }
-    q.keys.emplace_back(reinterpret_cast<const char*>(s->data()), s->size());
-    return true;
+    return s;
+  }
+  bool key() {
+    auto s = field(lim.max_key_bytes, "key");
+    if (s) q.keys.emplace_back(reinterpret_cast<const char*>(s->data()), s->size());
+    return s.has_value();
   }
   bool value() {
-    std::uint64_t len = 0;
-    auto s = r.sized(lim.max_value_bytes, &len);
-    if (!s) {
-      if (!r.short_read()) {
-        error = fmt::format("a value of {} bytes (limit {})", len, lim.max_value_bytes);
-      }
-      return false;
-    }
-    q.values.emplace_back(s->begin(), s->end());
-    return true;
+    auto s = field(lim.max_value_bytes, "value");
+    if (s) q.values.emplace_back(s->begin(), s->end());
+    return s.has_value();
   }
   bool count(std::uint64_t* n) {
     *n = r.value<std::uint64_t>();
@@ -159,59 +186,11 @@ void put_raw(Bytes& out, T v) {
 }  // namespace
 
 std::string_view op_name(Op op) {
-  switch (op) {
-    case Op::kValidate:
-      return "VALIDATE";
-    case Op::kSet:
-      return "SET";
-    case Op::kCompareSet:
-      return "COMPARE_SET";
-    case Op::kGet:
-      return "GET";
-    case Op::kAdd:
-      return "ADD";
-    case Op::kCheck:
-      return "CHECK";
-    case Op::kWait:
-      return "WAIT";
-    case Op::kGetNumKeys:
-      return "GETNUMKEYS";
-    case Op::kWatchKey:
-      return "WATCH_KEY";
-    case Op::kDeleteKey:
-      return "DELETE_KEY";
-    case Op::kAppend:
-      return "APPEND";
-    case Op::kMultiGet:
-      return "MULTI_GET";
-    case Op::kMultiSet:
-      return "MULTI_SET";
-    case Op::kCancelWait:
-      return "CANCEL_WAIT";
-    case Op::kPing:
-      return "PING";
-    case Op::kQueuePush:
-      return "QUEUE_PUSH";
-    case Op::kQueuePop:
-      return "QUEUE_POP";
-    case Op::kQueueLen:
-      return "QUEUE_LEN";
-    case Op::kList:
-      return "LIST";
-  }
-  return "?";
+  return internal::enum_name(op, kOpNames);
 }
 
 std::string_view dialect_name(Dialect d) {
-  switch (d) {
-    case Dialect::kUnknown:
-      return "unknown protocol";
-    case Dialect::kLegacy:
-      return "torch 1.13-2.1 protocol";
-    case Dialect::kValidated:
-      return "torch 2.2+ protocol";
-  }
-  return "?";
+  return internal::enum_name(d, kDialectNames);
 }
 
 Dialect detect(std::span<const std::uint8_t> data) {

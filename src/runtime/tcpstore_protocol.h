@@ -25,6 +25,11 @@ namespace prism::runtime::tcpstore {
 
 using Bytes = std::vector<std::uint8_t>;
 
+// A string's bytes, as a value is sent.
+inline Bytes bytes_of(std::string_view s) {
+  return Bytes(s.begin(), s.end());
+}
+
 inline constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
 
 enum class Dialect : std::uint8_t {

@@ -6,11 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include <fmt/format.h>
 
-#include "runtime/rendezvous_store_keys.h"
 #include "tcpstore_test_client.h"
 
 namespace prism::runtime {
@@ -24,32 +21,15 @@ void PrintTo(Dialect d, std::ostream* os) {
 namespace {
 
 using namespace std::chrono_literals;
-using store_testing::Bytes;
 using store_testing::bytes_of;
 using store_testing::Dialect;
+using store_testing::errors_after;
 using store_testing::Op;
+using store_testing::start_store;
 using store_testing::string_of;
 using store_testing::TestClient;
+using store_testing::world;
 using ::testing::HasSubstr;
-
-std::unique_ptr<RendezvousStore> start_store(StoreOptions o) {
-  auto store = RendezvousStore::start("127.0.0.1", 0, std::move(o));
-  EXPECT_TRUE(store.is_ok()) << store.status().message();
-  return store.is_ok() ? std::move(store).value() : nullptr;
-}
-
-StoreOptions world(std::int32_t n, std::vector<std::int32_t> real) {
-  StoreOptions o;
-  o.world_size = n;
-  o.real_ranks = std::move(real);
-  return o;
-}
-
-// Errors arrive on the store's thread; wait a little for them.
-std::vector<std::string> errors_after(const RendezvousStore& s, std::size_t n) {
-  for (int i = 0; i < 500 && s.errors().size() < n; ++i) std::this_thread::sleep_for(10ms);
-  return s.errors();
-}
 
 class StoreTest : public ::testing::TestWithParam<Dialect> {
  protected:

@@ -3,8 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include "runtime/rendezvous_store.h"
 #include "runtime/rendezvous_store_keys.h"
 #include "tcpstore_test_client.h"
@@ -16,6 +14,7 @@ using namespace std::chrono_literals;
 using store_testing::Bytes;
 using store_testing::bytes_of;
 using store_testing::Dialect;
+using store_testing::errors_after;
 using store_testing::Op;
 using store_testing::string_of;
 using store_testing::TestClient;
@@ -31,19 +30,10 @@ std::unique_ptr<RendezvousStore> start_store(
     std::int32_t n, std::vector<std::int32_t> real,
     std::map<std::string, std::vector<std::int32_t>> groups = {},
     std::chrono::milliseconds unknown = 60s) {
-  StoreOptions o;
-  o.world_size = n;
-  o.real_ranks = std::move(real);
+  StoreOptions o = store_testing::world(n, std::move(real));
   o.groups = std::move(groups);
   o.unknown_publisher_timeout = unknown;
-  auto store = RendezvousStore::start("127.0.0.1", 0, std::move(o));
-  EXPECT_TRUE(store.is_ok()) << store.status().message();
-  return store.is_ok() ? std::move(store).value() : nullptr;
-}
-
-std::vector<std::string> errors_after(const RendezvousStore& s, std::size_t n) {
-  for (int i = 0; i < 500 && s.errors().size() < n; ++i) std::this_thread::sleep_for(10ms);
-  return s.errors();
+  return store_testing::start_store(std::move(o));
 }
 
 Bytes id_of(std::string_view key) {

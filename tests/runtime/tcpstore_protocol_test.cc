@@ -10,43 +10,40 @@ namespace {
 
 using store_keys::KeyKind;
 using tcpstore::Bytes;
+using tcpstore::bytes_of;
 using tcpstore::Decoded;
 using tcpstore::Dialect;
 using tcpstore::Op;
 using tcpstore::Query;
 
-Bytes b(std::string_view s) {
-  return Bytes(s.begin(), s.end());
-}
-
 TEST(TcpStoreProtocol, DetectsTheDialectFromTheFirstQuery) {
   Query validate{.op = Op::kValidate, .word = tcpstore::kValidationMagic};
   EXPECT_EQ(tcpstore::detect(tcpstore::encode(Dialect::kValidated, validate)), Dialect::kValidated);
-  Query set{.op = Op::kSet, .keys = {"k"}, .values = {b("v")}};
+  Query set{.op = Op::kSet, .keys = {"k"}, .values = {bytes_of("v")}};
   EXPECT_EQ(tcpstore::detect(tcpstore::encode(Dialect::kLegacy, set)), Dialect::kLegacy);
   Query get{.op = Op::kGet, .keys = {"k"}};
   EXPECT_EQ(tcpstore::detect(tcpstore::encode(Dialect::kLegacy, get)), Dialect::kLegacy);
   EXPECT_EQ(tcpstore::detect(Bytes{0, 0xCE}), Dialect::kUnknown);  // too short to tell
-  EXPECT_EQ(tcpstore::detect(b("GET / HTTP/1.1")), Dialect::kLegacy);
+  EXPECT_EQ(tcpstore::detect(bytes_of("GET / HTTP/1.1")), Dialect::kLegacy);
 }
 
 TEST(TcpStoreProtocol, EveryQueryRoundTripsInBothDialects) {
   const std::vector<Query> queries = {
-      {.op = Op::kSet, .keys = {"a"}, .values = {b("1")}},
-      {.op = Op::kCompareSet, .keys = {"a"}, .values = {b(""), b("2")}},
+      {.op = Op::kSet, .keys = {"a"}, .values = {bytes_of("1")}},
+      {.op = Op::kCompareSet, .keys = {"a"}, .values = {bytes_of(""), bytes_of("2")}},
       {.op = Op::kGet, .keys = {"a"}},
       {.op = Op::kAdd, .keys = {"n"}, .delta = -7},
       {.op = Op::kCheck, .keys = {"a", "b"}},
       {.op = Op::kWait, .keys = {"a", "b", "c"}},
       {.op = Op::kGetNumKeys},
       {.op = Op::kDeleteKey, .keys = {"a"}},
-      {.op = Op::kAppend, .keys = {"a"}, .values = {b("xy")}},
+      {.op = Op::kAppend, .keys = {"a"}, .values = {bytes_of("xy")}},
       {.op = Op::kMultiGet, .keys = {"a", "b"}},
-      {.op = Op::kMultiSet, .keys = {"a", "b"}, .values = {b("1"), b("")}},
+      {.op = Op::kMultiSet, .keys = {"a", "b"}, .values = {bytes_of("1"), bytes_of("")}},
       {.op = Op::kCancelWait},
       {.op = Op::kWatchKey, .keys = {"w"}},
       {.op = Op::kPing, .word = 4242},
-      {.op = Op::kQueuePush, .keys = {"q"}, .values = {b("item")}},
+      {.op = Op::kQueuePush, .keys = {"q"}, .values = {bytes_of("item")}},
       {.op = Op::kQueuePop, .keys = {"q"}},
       {.op = Op::kQueueLen, .keys = {"q"}},
       {.op = Op::kList},
@@ -89,7 +86,7 @@ TEST(TcpStoreProtocol, NumbersQueriesAsTorchDoes) {
 }
 
 TEST(TcpStoreProtocol, RejectsWhatNoClientSends) {
-  auto unknown = tcpstore::decode(Dialect::kLegacy, b("GET /"), true, {});
+  auto unknown = tcpstore::decode(Dialect::kLegacy, bytes_of("GET /"), true, {});
   EXPECT_EQ(unknown.kind, Decoded::Kind::kError);
   EXPECT_EQ(unknown.error, "unknown query type 71 (torch 1.13-2.1 protocol)");
 

@@ -1,6 +1,6 @@
 // A TCPStore client for tests: speaks either dialect the way torch's client
 // does, over a blocking socket, with a deadline on every read so that a test
-// fails instead of hanging.
+// fails instead of hanging. And the store a test starts for it to talk to.
 #pragma once
 
 #include <arpa/inet.h>
@@ -9,27 +9,54 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "runtime/rendezvous_store.h"
 #include "runtime/tcpstore_protocol.h"
 
 namespace prism::runtime::store_testing {
 
 using tcpstore::Bytes;
+using tcpstore::bytes_of;
 using tcpstore::Dialect;
 using tcpstore::Op;
 using tcpstore::Query;
 
-inline Bytes bytes_of(std::string_view s) {
-  return Bytes(s.begin(), s.end());
-}
 inline std::string string_of(const Bytes& b) {
   return std::string(b.begin(), b.end());
+}
+
+// A world of n ranks of which `real` run for real.
+inline StoreOptions world(std::int32_t n, std::vector<std::int32_t> real) {
+  StoreOptions o;
+  o.world_size = n;
+  o.real_ranks = std::move(real);
+  return o;
+}
+
+// A store on 127.0.0.1 and a free port; null (and a failed test) when it
+// cannot start.
+inline std::unique_ptr<RendezvousStore> start_store(StoreOptions o) {
+  auto store = RendezvousStore::start("127.0.0.1", 0, std::move(o));
+  EXPECT_TRUE(store.is_ok()) << store.status().message();
+  return store.is_ok() ? std::move(store).value() : nullptr;
+}
+
+// Errors arrive on the store's thread; wait a little for the n-th.
+inline std::vector<std::string> errors_after(const RendezvousStore& s, std::size_t n) {
+  for (int i = 0; i < 500 && s.errors().size() < n; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return s.errors();
 }
 
 class TestClient {
