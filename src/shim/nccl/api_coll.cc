@@ -9,60 +9,82 @@
 //   all_to_all                       count * size * nranks (count per peer)
 //   send, recv                       count * size
 // No data moves: receive buffers keep their contents.
+#include <optional>
+
 #include "shim/nccl/comm.h"
 #include "shim/nccl/submit.h"
 
 namespace prism::nccl {
 namespace {
 
+// Which ranks must pass a buffer (not NULL when count > 0).
+enum class Needs : std::uint8_t { kAll, kRoot };
+
+// What a collective entry point enters, and which buffers it needs.
 struct Collective {
   prism_op_code code;
-  const void* sendbuff;
-  bool needs_send;  // sendbuff must not be NULL (when count > 0)
-  const void* recvbuff;
-  bool needs_recv;
-  std::size_t count;
-  ncclDataType_t datatype;
+  Needs send;
+  Needs recv;
   bool times_nranks;  // bytes count the whole communicator's buffer
-  int root = 0;       // broadcast, reduce
 };
+constexpr Collective kAllReduce{PRISM_ALL_REDUCE, Needs::kAll, Needs::kAll, false};
+constexpr Collective kBroadcast{PRISM_BROADCAST, Needs::kRoot, Needs::kAll, false};
+constexpr Collective kBcast{PRISM_BROADCAST, Needs::kAll, Needs::kAll, false};  // in place
+constexpr Collective kReduce{PRISM_REDUCE, Needs::kAll, Needs::kRoot, false};
+constexpr Collective kAllGather{PRISM_ALL_GATHER, Needs::kAll, Needs::kAll, true};
+constexpr Collective kReduceScatter{PRISM_REDUCE_SCATTER, Needs::kAll, Needs::kAll, true};
+constexpr Collective kAllToAll{PRISM_ALL_TO_ALL, Needs::kAll, Needs::kAll, true};
 
-ncclResult_t issue(const char* fn, const Collective& a, ncclComm* comm, cudaStream_t stream) {
-  DType t;
-  PRISM_NCCL_TRY(check_dtype(fn, a.datatype, &t));
-  if (a.code == PRISM_BROADCAST || a.code == PRISM_REDUCE)
-    PRISM_NCCL_TRY(check_rank(fn, a.root, comm, "root"));
-  if (a.count > 0 && a.needs_send) PRISM_NCCL_TRY(check_pointer(fn, a.sendbuff, "sendbuff"));
-  if (a.count > 0 && a.needs_recv) PRISM_NCCL_TRY(check_pointer(fn, a.recvbuff, "recvbuff"));
-  prism_op op{};
-  op.code = static_cast<std::uint8_t>(a.code);
-  op.dtype = t.code;
-  PRISM_NCCL_TRY(byte_size(fn, a.count, t, a.times_nranks ? comm->nranks : 1, &op.bytes));
-  op.peer = a.root;
-  // As NCCL: a collective of no elements is checked, then does nothing (no
-  // rank waits for another). Transfers of no bytes do take place.
-  if (a.count == 0) return ncclSuccess;
-  return submit(fn, comm, op, stream);
+// A collective entry point: `op` for those that reduce, `root` (else 0)
+// for broadcast and reduce.
+ncclResult_t collective(const char* fn, const Collective& a, const void* sendbuff,
+                        const void* recvbuff, std::size_t count, ncclDataType_t datatype,
+                        std::optional<ncclRedOp_t> op, int root, ncclComm* comm,
+                        cudaStream_t stream) noexcept {
+  return guarded(fn, [&] {
+    PRISM_NCCL_TRY(check_usable(fn, comm));
+    if (op) PRISM_NCCL_TRY(check_op(fn, *op, comm));
+    DType t{};
+    PRISM_NCCL_TRY(check_dtype(fn, datatype, &t));
+    if (a.code == PRISM_BROADCAST || a.code == PRISM_REDUCE)
+      PRISM_NCCL_TRY(check_rank(fn, root, comm, "root"));
+    const auto needed = [&](Needs n) {
+      return count > 0 && (n == Needs::kAll || comm->rank == root);
+    };
+    if (needed(a.send)) PRISM_NCCL_TRY(check_pointer(fn, sendbuff, "sendbuff"));
+    if (needed(a.recv)) PRISM_NCCL_TRY(check_pointer(fn, recvbuff, "recvbuff"));
+    prism_op o{};
+    o.code = static_cast<std::uint8_t>(a.code);
+    o.dtype = static_cast<std::uint8_t>(t);
+    PRISM_NCCL_TRY(byte_size(fn, count, t, a.times_nranks ? comm->nranks : 1, &o.bytes));
+    o.peer = root;
+    // As NCCL: a collective of no elements is checked, then does nothing (no
+    // rank waits for another). Transfers of no bytes do take place.
+    if (count == 0) return ncclSuccess;
+    return submit(fn, comm, o, stream);
+  });
 }
 
 ncclResult_t point_to_point(const char* fn, prism_op_code code, const void* buff, std::size_t count,
                             ncclDataType_t datatype, int peer, ncclComm* comm,
-                            cudaStream_t stream) {
-  PRISM_NCCL_TRY(check_usable(fn, comm));
-  DType t;
-  PRISM_NCCL_TRY(check_dtype(fn, datatype, &t));
-  PRISM_NCCL_TRY(check_rank(fn, peer, comm, "peer"));
-  if (count > 0)
-    PRISM_NCCL_TRY(check_pointer(fn, buff, code == PRISM_SEND ? "sendbuff" : "recvbuff"));
-  prism_op op{};
-  op.code = static_cast<std::uint8_t>(code);
-  op.dtype = t.code;
-  op.peer = peer;
-  PRISM_NCCL_TRY(byte_size(fn, count, t, 1, &op.bytes));
-  // A rank's transfer to itself is a local copy: nothing to emulate, and
-  // the graph format has no such transfer.
-  if (peer == comm->rank) return ncclSuccess;
-  return submit(fn, comm, op, stream);
+                            cudaStream_t stream) noexcept {
+  return guarded(fn, [&] {
+    PRISM_NCCL_TRY(check_usable(fn, comm));
+    DType t{};
+    PRISM_NCCL_TRY(check_dtype(fn, datatype, &t));
+    PRISM_NCCL_TRY(check_rank(fn, peer, comm, "peer"));
+    if (count > 0)
+      PRISM_NCCL_TRY(check_pointer(fn, buff, code == PRISM_SEND ? "sendbuff" : "recvbuff"));
+    prism_op op{};
+    op.code = static_cast<std::uint8_t>(code);
+    op.dtype = static_cast<std::uint8_t>(t);
+    op.peer = peer;
+    PRISM_NCCL_TRY(byte_size(fn, count, t, 1, &op.bytes));
+    // A rank's transfer to itself is a local copy: nothing to emulate, and
+    // the graph format has no such transfer.
+    if (peer == comm->rank) return ncclSuccess;
+    return submit(fn, comm, op, stream);
+  });
 }
 
 }  // namespace
@@ -75,100 +97,56 @@ extern "C" {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
-  constexpr const char* fn = "ncclAllReduce";
-  return guarded(fn, [&] {
-    PRISM_NCCL_TRY(check_usable(fn, comm));
-    PRISM_NCCL_TRY(check_op(fn, op, comm));
-    return issue(fn, {PRISM_ALL_REDUCE, sendbuff, true, recvbuff, true, count, datatype, false},
-                 comm, stream);
-  });
+  return collective("ncclAllReduce", kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm,
+                    stream);
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  constexpr const char* fn = "ncclBroadcast";
-  return guarded(fn, [&] {
-    PRISM_NCCL_TRY(check_usable(fn, comm));
-    // Only the root reads sendbuff.
-    return issue(fn,
-                 {PRISM_BROADCAST, sendbuff, comm->rank == root, recvbuff, true, count, datatype,
-                  false, root},
-                 comm, stream);
-  });
+  return collective("ncclBroadcast", kBroadcast, sendbuff, recvbuff, count, datatype, std::nullopt,
+                    root, comm, stream);
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                        cudaStream_t stream) {
-  constexpr const char* fn = "ncclBcast";
-  return guarded(fn, [&] {
-    PRISM_NCCL_TRY(check_usable(fn, comm));
-    return issue(fn, {PRISM_BROADCAST, buff, true, buff, true, count, datatype, false, root}, comm,
-                 stream);
-  });
+  return collective("ncclBcast", kBcast, buff, buff, count, datatype, std::nullopt, root, comm,
+                    stream);
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  constexpr const char* fn = "ncclReduce";
-  return guarded(fn, [&] {
-    PRISM_NCCL_TRY(check_usable(fn, comm));
-    PRISM_NCCL_TRY(check_op(fn, op, comm));
-    // recvbuff may be NULL except on the root.
-    return issue(
-        fn,
-        {PRISM_REDUCE, sendbuff, true, recvbuff, comm->rank == root, count, datatype, false, root},
-        comm, stream);
-  });
+  return collective("ncclReduce", kReduce, sendbuff, recvbuff, count, datatype, op, root, comm,
+                    stream);
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  constexpr const char* fn = "ncclAllGather";
-  return guarded(fn, [&] {
-    PRISM_NCCL_TRY(check_usable(fn, comm));
-    return issue(fn, {PRISM_ALL_GATHER, sendbuff, true, recvbuff, true, sendcount, datatype, true},
-                 comm, stream);
-  });
+  return collective("ncclAllGather", kAllGather, sendbuff, recvbuff, sendcount, datatype,
+                    std::nullopt, 0, comm, stream);
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
-  constexpr const char* fn = "ncclReduceScatter";
-  return guarded(fn, [&] {
-    PRISM_NCCL_TRY(check_usable(fn, comm));
-    PRISM_NCCL_TRY(check_op(fn, op, comm));
-    return issue(fn,
-                 {PRISM_REDUCE_SCATTER, sendbuff, true, recvbuff, true, recvcount, datatype, true},
-                 comm, stream);
-  });
+  return collective("ncclReduceScatter", kReduceScatter, sendbuff, recvbuff, recvcount, datatype,
+                    op, 0, comm, stream);
 }
 
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  constexpr const char* fn = "ncclAlltoAll";
-  return guarded(fn, [&] {
-    PRISM_NCCL_TRY(check_usable(fn, comm));
-    return issue(fn, {PRISM_ALL_TO_ALL, sendbuff, true, recvbuff, true, count, datatype, true},
-                 comm, stream);
-  });
+  return collective("ncclAlltoAll", kAllToAll, sendbuff, recvbuff, count, datatype, std::nullopt, 0,
+                    comm, stream);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  constexpr const char* fn = "ncclSend";
-  return guarded(fn, [&] {
-    return point_to_point(fn, PRISM_SEND, sendbuff, count, datatype, peer, comm, stream);
-  });
+  return point_to_point("ncclSend", PRISM_SEND, sendbuff, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  constexpr const char* fn = "ncclRecv";
-  return guarded(fn, [&] {
-    return point_to_point(fn, PRISM_RECV, recvbuff, count, datatype, peer, comm, stream);
-  });
+  return point_to_point("ncclRecv", PRISM_RECV, recvbuff, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t ncclGroupStart() {

@@ -12,6 +12,8 @@ namespace prism::nccl {
 namespace {
 
 constexpr unsigned kConfigMagic = 0xcafebeef;  // NCCL_CONFIG_INITIALIZER's
+// No padding: an id, or an array of them, hashes as its bytes.
+static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES);
 
 // Declares a communicator to the coordinator and makes its handle. The
 // members' global ranks are not known (only the size and this rank's
@@ -48,10 +50,19 @@ void release(ncclComm* comm) {
   Shim& shim = Shim::get();
   shim.remove_comm(comm);
   std::lock_guard lock(shim.state_mu());
-  for (void* r : comm->registrations) delete static_cast<Registration*>(r);
-  for (void* w : comm->windows) delete static_cast<ncclWindow_vidmem*>(w);
+  for (Registration* r : comm->registrations) delete r;
+  for (ncclWindow_t w : comm->windows) delete w;
   comm->magic = 0;
   delete comm;
+}
+
+// A getter: *out = comm->*field once both are checked.
+ncclResult_t get(const char* fn, const ncclComm* comm, int* out, const char* name,
+                 int ncclComm::*field) noexcept {
+  PRISM_NCCL_TRY(check_comm(fn, comm));
+  PRISM_NCCL_TRY(check_pointer(fn, out, name));
+  *out = comm->*field;
+  return ncclSuccess;
 }
 
 }  // namespace
@@ -112,17 +123,15 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   constexpr const char* fn = "ncclCommInitRank";
-  return guarded(fn, [&] {
-    return init(fn, comm, nranks, rank, fnv1a(commId.internal, sizeof(commId.internal)), nullptr);
-  });
+  return guarded(
+      fn, [&] { return init(fn, comm, nranks, rank, fnv1a(&commId, sizeof(commId)), nullptr); });
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config) {
   constexpr const char* fn = "ncclCommInitRankConfig";
-  return guarded(fn, [&] {
-    return init(fn, comm, nranks, rank, fnv1a(commId.internal, sizeof(commId.internal)), config);
-  });
+  return guarded(
+      fn, [&] { return init(fn, comm, nranks, rank, fnv1a(&commId, sizeof(commId)), config); });
 }
 
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
@@ -131,8 +140,8 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
   return guarded(fn, [&] {
     PRISM_NCCL_TRY(check_pointer(fn, commIds, "commIds"));
     if (nId < 1) return failf(ncclInvalidArgument, fn, "nId {} is below 1", nId);
-    std::uint64_t h = kFnvOffset;
-    for (int i = 0; i < nId; ++i) h = fnv1a(commIds[i].internal, sizeof(commIds[i].internal), h);
+    // The ids are contiguous: one hash over them all, in order.
+    const std::uint64_t h = fnv1a(commIds, sizeof(ncclUniqueId) * static_cast<std::size_t>(nId));
     return init(fn, newcomm, nranks, myrank, h, config);
   });
 }
@@ -202,24 +211,15 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  PRISM_NCCL_TRY(check_comm("ncclCommCount", comm));
-  PRISM_NCCL_TRY(check_pointer("ncclCommCount", count, "count"));
-  *count = comm->nranks;
-  return ncclSuccess;
+  return get("ncclCommCount", comm, count, "count", &ncclComm::nranks);
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  PRISM_NCCL_TRY(check_comm("ncclCommUserRank", comm));
-  PRISM_NCCL_TRY(check_pointer("ncclCommUserRank", rank, "rank"));
-  *rank = comm->rank;
-  return ncclSuccess;
+  return get("ncclCommUserRank", comm, rank, "rank", &ncclComm::rank);
 }
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  PRISM_NCCL_TRY(check_comm("ncclCommCuDevice", comm));
-  PRISM_NCCL_TRY(check_pointer("ncclCommCuDevice", device, "device"));
-  *device = comm->cu_device;
-  return ncclSuccess;
+  return get("ncclCommCuDevice", comm, device, "device", &ncclComm::cu_device);
 }
 
 }  // extern "C"

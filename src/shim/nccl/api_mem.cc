@@ -21,7 +21,7 @@ ncclResult_t report_memory(const char* fn, int action, void* p, std::size_t byte
   if (c == nullptr) return ncclSuccess;  // before the first communicator: nobody to tell
   const prism_status s = prism_memory(c, action, reinterpret_cast<std::uintptr_t>(p),
                                       static_cast<std::int64_t>(bytes), 0);
-  return s == PRISM_OK ? ncclSuccess : Shim::get().client_error(fn, s);
+  return s == PRISM_OK ? ncclSuccess : shim.client_error(fn, s);
 }
 
 }  // namespace
@@ -38,7 +38,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
     PRISM_NCCL_TRY(check_usable(fn, comm));
     PRISM_NCCL_TRY(check_pointer(fn, op, "op"));
     PRISM_NCCL_TRY(check_pointer(fn, scalar, "scalar"));
-    DType t;
+    prism::DType t{};
     PRISM_NCCL_TRY(check_dtype(fn, datatype, &t));
     if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
       return failf(ncclInvalidArgument, fn, "residence {} is not an ncclScalarResidence_t",
@@ -127,11 +127,12 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
     PRISM_NCCL_TRY(check_comm(fn, comm));
     PRISM_NCCL_TRY(check_pointer(fn, handle, "handle"));
     std::lock_guard lock(Shim::get().state_mu());
-    if (comm->registrations.erase(handle) == 0) {
+    auto* r = static_cast<Registration*>(handle);
+    if (comm->registrations.erase(r) == 0) {
       return fail(ncclInvalidArgument, fn,
                   "handle is not a registration of this communicator (ncclCommRegister)");
     }
-    delete static_cast<Registration*>(handle);
+    delete r;
     return ncclSuccess;
   });
 }

@@ -6,22 +6,35 @@
 #include <limits>
 #include <mutex>
 
+#include "prism/client.h"
 #include "shim/nccl/shim.h"
 
 namespace prism::nccl {
 namespace {
 
-// ncclDataType_t -> (prism_dtype, bytes). The graph format has no unsigned
-// 32- and 64-bit types: they travel as the signed type of the same size.
+// ncclDataType_t -> the graph format's type. It has no unsigned 32- and
+// 64-bit types: they travel as the signed type of the same size.
 constexpr DType kTypes[ncclNumTypes] = {
-    {PRISM_INT8, 1},    {PRISM_UINT8, 1},    {PRISM_INT32, 4},       {PRISM_INT32, 4},
-    {PRISM_INT64, 8},   {PRISM_INT64, 8},    {PRISM_FLOAT16, 2},     {PRISM_FLOAT32, 4},
-    {PRISM_FLOAT64, 8}, {PRISM_BFLOAT16, 2}, {PRISM_FLOAT8_E4M3, 1}, {PRISM_FLOAT8_E5M2, 1},
+    DType::kInt8,    DType::kUint8,    DType::kInt32,      DType::kInt32,
+    DType::kInt64,   DType::kInt64,    DType::kFloat16,    DType::kFloat32,
+    DType::kFloat64, DType::kBFloat16, DType::kFloat8E4M3, DType::kFloat8E5M2,
 };
 static_assert(ncclInt8 == 0 && ncclUint8 == 1 && ncclInt32 == 2 && ncclUint32 == 3 &&
               ncclInt64 == 4 && ncclUint64 == 5 && ncclFloat16 == 6 && ncclFloat32 == 7 &&
               ncclFloat64 == 8 && ncclBfloat16 == 9 && ncclFloat8e4m3 == 10 &&
               ncclFloat8e5m2 == 11 && ncclNumTypes == 12);
+// A prism_op carries the type as its prism_dtype number.
+constexpr bool same_number(DType d, prism_dtype p) {
+  return static_cast<int>(d) == static_cast<int>(p);
+}
+static_assert(same_number(DType::kFloat32, PRISM_FLOAT32) &&
+              same_number(DType::kFloat16, PRISM_FLOAT16) &&
+              same_number(DType::kBFloat16, PRISM_BFLOAT16) &&
+              same_number(DType::kFloat8E4M3, PRISM_FLOAT8_E4M3) &&
+              same_number(DType::kFloat8E5M2, PRISM_FLOAT8_E5M2) &&
+              same_number(DType::kFloat64, PRISM_FLOAT64) &&
+              same_number(DType::kInt8, PRISM_INT8) && same_number(DType::kUint8, PRISM_UINT8) &&
+              same_number(DType::kInt32, PRISM_INT32) && same_number(DType::kInt64, PRISM_INT64));
 
 }  // namespace
 
@@ -84,13 +97,13 @@ ncclResult_t check_rank(const char* fn, int rank, const ncclComm* comm, const ch
   return ncclSuccess;
 }
 
-ncclResult_t byte_size(const char* fn, std::size_t count, const DType& t, int ranks,
+ncclResult_t byte_size(const char* fn, std::size_t count, DType t, int ranks,
                        std::int64_t* bytes) noexcept {
   const auto limit = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
-  const auto per = static_cast<std::size_t>(t.size) * static_cast<std::size_t>(ranks);
+  const int size = dtype_size(t);
+  const auto per = static_cast<std::size_t>(size) * static_cast<std::size_t>(ranks);
   if (count > limit / per) {
-    return failf(ncclInvalidArgument, fn, "count {} of {}-byte elements is too large", count,
-                 t.size);
+    return failf(ncclInvalidArgument, fn, "count {} of {}-byte elements is too large", count, size);
   }
   *bytes = static_cast<std::int64_t>(count * per);
   return ncclSuccess;

@@ -12,6 +12,11 @@
 #include <set>
 
 #include "shim/nccl/entry.h"
+#include "util/vocab.h"
+
+namespace prism::nccl {
+struct Registration;
+}  // namespace prism::nccl
 
 struct ncclComm {
   // Set while the communicator lives: a destroyed or foreign pointer fails
@@ -27,9 +32,9 @@ struct ncclComm {
   std::atomic<ncclResult_t> async_error{ncclSuccess};
 
   // Guarded by Shim::state_mu_.
-  std::set<void*> registrations;  // ncclCommRegister handles
-  std::set<void*> windows;        // ncclCommWindowRegister windows
-  std::set<int> custom_ops;       // ncclRedOpCreatePreMulSum ids, >= ncclNumOps
+  std::set<prism::nccl::Registration*> registrations;  // ncclCommRegister handles
+  std::set<ncclWindow_t> windows;                      // ncclCommWindowRegister windows
+  std::set<int> custom_ops;  // ncclRedOpCreatePreMulSum ids, >= ncclNumOps
   int next_op = ncclNumOps;
 };
 
@@ -56,19 +61,16 @@ ncclResult_t check_comm(const char* fn, const ncclComm* comm) noexcept;
 ncclResult_t check_usable(const char* fn, const ncclComm* comm) noexcept;
 ncclResult_t check_pointer(const char* fn, const void* p, const char* name) noexcept;
 
-// Element types: the graph format's code (prism_dtype) and size in bytes;
-// ncclInvalidArgument for a value outside ncclDataType_t.
-struct DType {
-  std::uint8_t code = 0;
-  std::int64_t size = 0;
-};
+// The graph format's element type (prism::DType, numbered as prism_dtype)
+// for an ncclDataType_t; ncclInvalidArgument for a value outside it.
 ncclResult_t check_dtype(const char* fn, ncclDataType_t t, DType* out) noexcept;
 // A built-in reduction, or one of comm's ncclRedOpCreatePreMulSum ops.
 ncclResult_t check_op(const char* fn, ncclRedOp_t op, const ncclComm* comm) noexcept;
 // `rank` names a rank of comm (a root or a peer).
 ncclResult_t check_rank(const char* fn, int rank, const ncclComm* comm, const char* what) noexcept;
-// count * size * ranks in bytes, or ncclInvalidArgument when it overflows.
-ncclResult_t byte_size(const char* fn, std::size_t count, const DType& t, int ranks,
+// count * dtype_size(t) * ranks in bytes, or ncclInvalidArgument when it
+// overflows.
+ncclResult_t byte_size(const char* fn, std::size_t count, DType t, int ranks,
                        std::int64_t* bytes) noexcept;
 
 }  // namespace prism::nccl

@@ -8,13 +8,14 @@
 // - enters a hold's ops when its `before` event completes (the GPU reached
 //   them), and reports the kernel time since the stream's previous hold was
 //   released (previous `after` to this `before`) with prism_compute;
-// - asks the client what has completed by now (prism_poll: prism_wait_any(now) with the clock
-// running), which
-//   also keeps the coordinator hearing from this rank while the host thread
-//   is blocked in cudaStreamSynchronize;
+// - asks the client what has completed by now (prism_poll: prism_wait_any
+//   at now, with the clock running), which also keeps the coordinator
+//   hearing from this rank while the host thread is blocked in
+//   cudaStreamSynchronize;
 // - writes flag = k once hold k and every earlier hold on that stream are
 //   complete, so a stream is released in order.
 // The host thread only enqueues; it never waits on the coordinator.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -199,7 +200,6 @@ ncclResult_t CudaDevice::hold(const char* fn, cudaStream_t stream, const prism_o
   h.after = take_event(st->ctx);
   h.ops.assign(ops, ops + n);
   h.tickets.clear();
-  h.remaining = n;
   h.entered = h.done = h.released = false;
   h.abandoned.store(false);
   // Until the wait is enqueued, a failure leaves the stream as it was.
@@ -321,9 +321,9 @@ void CudaDevice::collect(prism_client* c) {
     if (orphans_.erase(ticket) != 0) continue;
     bool ours = false;
     for (Hold* h : snapshot_) {
-      if (!h->entered || h->done) continue;
-      for (const std::uint64_t t : h->tickets) ours = ours || t == ticket;
-      if (!ours) continue;
+      if (!h->entered || h->done || std::ranges::find(h->tickets, ticket) == h->tickets.end())
+        continue;
+      ours = true;
       --outstanding;
       if (--h->remaining == 0) h->done = true;
       break;

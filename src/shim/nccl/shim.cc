@@ -95,11 +95,9 @@ ncclResult_t Shim::connect(const char* fn, prism_client** out) {
   if (s != PRISM_OK) {
     const std::string message = c != nullptr ? prism_last_error(c) : "out of memory";
     prism_close(c, 1);
-    // A wrong address or rank is the launch's mistake; no coordinator, a
-    // system problem; one that hung up or ended, a remote error.
-    const ncclResult_t code = s == PRISM_ERR_ARGUMENT || s == PRISM_ERR_REJECTED ? ncclInvalidUsage
-                              : s == PRISM_ERR_CONNECT                           ? ncclSystemError
-                                                                                 : ncclRemoteError;
+    // A wrong address (an argument error here, unlike on later calls) is
+    // the launch's mistake, as a refused rank is.
+    const ncclResult_t code = s == PRISM_ERR_ARGUMENT ? ncclInvalidUsage : result_of(s);
     return failf(code, fn, "cannot join the emulation at {} as rank {} of {}: {}", address, rank,
                  world, message);
   }
