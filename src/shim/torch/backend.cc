@@ -1,6 +1,6 @@
 #include "shim/torch/backend.h"
 
-#include <numeric>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -21,8 +21,12 @@ using TensorLists = std::vector<std::vector<at::Tensor>>;
 // The stream every op of the backend runs on: the graph's "comm" stream.
 constexpr std::uint16_t kCommStream = 1;
 
-std::int64_t bytes_of(const at::Tensor& t) {
-  return static_cast<std::int64_t>(t.numel()) * static_cast<std::int64_t>(t.element_size());
+// The effect of an all-reduce (or a reduce at its root) on each tensor.
+std::function<void()> reduce_each(const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
+                                  int group_size) {
+  return [tensors, op, group_size] {
+    for (const at::Tensor& t : tensors) reduce_identical(t, op, group_size);
+  };
 }
 
 std::vector<at::Tensor> flatten(const TensorLists& lists) {
@@ -84,46 +88,37 @@ Work PrismBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::Broad
                  {}});
 }
 
-Work PrismBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  const Payload p = payload_of(tensors, "allreduce");
-  check_reduce_op(opts.reduceOp, "allreduce");
-  return launch({"allreduce",
-                 OpType::ALLREDUCE,
+Work PrismBackend::launch_all_reduce(const char* name, OpType type,
+                                     const std::vector<at::Tensor>& tensors,
+                                     const c10d::ReduceOp& reduce_op) {
+  const Payload p = payload_of(tensors, name);
+  check_reduce_op(reduce_op, name);
+  return launch({name,
+                 type,
                  {op(PRISM_ALL_REDUCE, p.dtype, p.bytes)},
                  tensors,
-                 [tensors, r = opts.reduceOp, n = size_] {
-                   for (const at::Tensor& t : tensors) reduce_identical(t, r, n);
-                 }});
+                 reduce_each(tensors, reduce_op, size_)});
+}
+
+Work PrismBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  return launch_all_reduce("allreduce", OpType::ALLREDUCE, tensors, opts.reduceOp);
 }
 
 Work PrismBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                        const c10d::AllreduceCoalescedOptions& opts) {
-  const Payload p = payload_of(tensors, "allreduce_coalesced");
-  check_reduce_op(opts.reduceOp, "allreduce_coalesced");
-  return launch({"allreduce_coalesced",
-                 OpType::ALLREDUCE_COALESCED,
-                 {op(PRISM_ALL_REDUCE, p.dtype, p.bytes)},
-                 tensors,
-                 [tensors, r = opts.reduceOp, n = size_] {
-                   for (const at::Tensor& t : tensors) reduce_identical(t, r, n);
-                 }});
+  return launch_all_reduce("allreduce_coalesced", OpType::ALLREDUCE_COALESCED, tensors,
+                           opts.reduceOp);
 }
 
 Work PrismBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   const Payload p = payload_of(tensors, "reduce");
   check_reduce_op(opts.reduceOp, "reduce");
   check_rank(opts.rootRank, "reduce", "root");
-  std::function<void()> effect;
-  if (opts.rootRank == rank_) {
-    effect = [tensors, r = opts.reduceOp, n = size_] {
-      for (const at::Tensor& t : tensors) reduce_identical(t, r, n);
-    };
-  }
   return launch({"reduce",
                  OpType::REDUCE,
                  {op(PRISM_REDUCE, p.dtype, p.bytes, static_cast<int>(opts.rootRank))},
                  tensors,
-                 std::move(effect)});
+                 opts.rootRank == rank_ ? reduce_each(tensors, opts.reduceOp, size_) : nullptr});
 }
 
 Work PrismBackend::allgather(TensorLists& outputs, std::vector<at::Tensor>& inputs,

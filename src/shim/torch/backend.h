@@ -102,6 +102,10 @@ class PrismBackend final : public BackendBase {
   prism_op op(prism_op_code code, prism_dtype dtype, std::int64_t bytes, int peer = 0, int tag = 0,
               std::uint32_t group = 0) const;
   c10::intrusive_ptr<c10d::Work> launch(Call call);
+  // allreduce and allreduce_coalesced: one all_reduce op of the tensors.
+  c10::intrusive_ptr<c10d::Work> launch_all_reduce(const char* name, c10d::OpType type,
+                                                   const std::vector<at::Tensor>& tensors,
+                                                   const c10d::ReduceOp& reduce_op);
   void check_rank(std::int64_t r, const char* call, const char* what) const;
 
   std::uint32_t comm_;

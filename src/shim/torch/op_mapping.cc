@@ -52,18 +52,18 @@ bool dtype_of(at::ScalarType t, prism_dtype* out) {
   }
 }
 
+}  // namespace
+
 std::int64_t bytes_of(const at::Tensor& t) {
   return static_cast<std::int64_t>(t.numel()) * static_cast<std::int64_t>(t.element_size());
 }
 
-}  // namespace
-
-Payload payload_of(const std::vector<at::Tensor>& tensors, const char* call) {
+Payload payload_of(std::span<const at::Tensor> tensors, const char* call) {
   TORCH_CHECK(!tensors.empty(), "prism: ", call, ": no tensors");
   Payload p;
-  for (const at::Tensor& t : tensors) p.bytes += bytes_of(t);
   const at::ScalarType first = tensors.front().scalar_type();
   for (const at::Tensor& t : tensors) {
+    p.bytes += bytes_of(t);
     TORCH_CHECK(t.scalar_type() == first, "prism: ", call, ": tensors of element types ", first,
                 " and ", t.scalar_type(), " in one call; a PrismLLM op has one element type");
   }
@@ -71,10 +71,6 @@ Payload payload_of(const std::vector<at::Tensor>& tensors, const char* call) {
               " has no PrismLLM code (float32, float16, bfloat16, float64, int8, uint8, bool, "
               "int32, int64 do)");
   return p;
-}
-
-Payload payload_of(const at::Tensor& tensor, const char* call) {
-  return payload_of(std::vector<at::Tensor>{tensor}, call);
 }
 
 at::Tensor raw(const at::Tensor& t) {
@@ -132,8 +128,9 @@ void reduce_identical(const at::Tensor& t, const c10d::ReduceOp& op, int group_s
 
 void fill_slots(const std::vector<at::Tensor>& slots, const at::Tensor& input) {
   const at::NoGradGuard no_grad;
+  const at::Tensor in = raw(input);
   for (const at::Tensor& s : slots) {
-    if (!s.is_same(input)) raw(s).copy_(raw(input).reshape(s.sizes()));
+    if (!s.is_same(input)) raw(s).copy_(in.reshape(s.sizes()));
   }
 }
 

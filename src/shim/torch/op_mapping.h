@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -28,8 +29,13 @@ struct Payload {
 // Python) for an empty list, for element types PrismLLM has no code for
 // (int16, complex, ...), and for tensors of different types in one call:
 // a PrismLLM op has one element type.
-Payload payload_of(const std::vector<at::Tensor>& tensors, const char* call);
-Payload payload_of(const at::Tensor& tensor, const char* call);
+Payload payload_of(std::span<const at::Tensor> tensors, const char* call);
+inline Payload payload_of(const at::Tensor& tensor, const char* call) {
+  return payload_of(std::span<const at::Tensor>(&tensor, 1), call);
+}
+
+// A tensor's size in bytes.
+std::int64_t bytes_of(const at::Tensor& t);
 
 // The tensor's storage seen without autograd: the backend writes results
 // the way a real backend does, into memory, without bumping version

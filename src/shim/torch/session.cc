@@ -58,7 +58,7 @@ void Session::connect(const Identity& who) {
   const auto timeout_ms = static_cast<std::int32_t>(env_int("PRISM_TIMEOUT_MS", 0));
   prism_client* c = nullptr;
   const prism_status s =
-      prism_connect(nullptr, who.rank, who.world_size, who.local_rank, "python", timeout_ms, &c);
+      prism_connect(address, who.rank, who.world_size, who.local_rank, "python", timeout_ms, &c);
   if (s != PRISM_OK) {
     std::string why = c != nullptr ? prism_last_error(c) : "out of memory";
     prism_close(c, 1);

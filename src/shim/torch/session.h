@@ -8,10 +8,11 @@
 // lock held (it may complete futures whose callbacks enter new ops), either
 // on a thread that waits for it (wait(): prism_wait, so the rank's virtual
 // clock jumps exactly to the completion) or on the progress thread, which
-// finds completions by polling prism_wait_any with a deadline of "now" while
-// some op is outstanding. It never waits without a deadline: the main thread
-// may enter ops meanwhile, and those must not be stamped before a wait the
-// coordinator has already simulated past.
+// finds completions with prism_poll (a wait with the deadline "now" that
+// keeps the clock running) while some op is outstanding. It never waits
+// without a deadline: the main thread may enter ops meanwhile, and those
+// must not be stamped before a wait the coordinator has already simulated
+// past.
 //
 // Torch-free on purpose: it compiles in a second, and the libtorch units
 // only build ops and finish works.

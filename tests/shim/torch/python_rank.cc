@@ -177,6 +177,26 @@ RunResult run(const std::vector<std::string>& argv, const Env& set,
   return r;
 }
 
+Env rank_env(const std::string& coordinator, int store_port, const std::string& timeout_ms) {
+  return {{"PYTHONPATH", PRISM_BINARY_DIR "/python"},
+          {"PRISM_COORDINATOR", coordinator},
+          {"PRISM_TIMEOUT_MS", timeout_ms},
+          {"RANK", "0"},
+          {"WORLD_SIZE", "4"},
+          {"LOCAL_RANK", "0"},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(store_port)},
+          {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+          {"OMP_NUM_THREADS", "1"}};
+}
+
+RunResult run_script(const std::string& script, const Env& env,
+                     const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"/usr/bin/python3", PRISM_SOURCE_DIR "/tests/shim/torch/" + script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, env, {"TORCHELASTIC_RESTART_COUNT"}, 120s);
+}
+
 StoreServer::StoreServer(int world_size) {
   int in[2];
   int out[2];

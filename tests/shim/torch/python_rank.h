@@ -83,6 +83,17 @@ struct RunResult {
 RunResult run(const std::vector<std::string>& argv, const Env& set,
               const std::vector<std::string>& unset, std::chrono::seconds timeout);
 
+// A real rank's environment, as `prism emulate` sets it (docs/emulate.md):
+// rank 0 of 4, build/python first on PYTHONPATH, the rendezvous at
+// 127.0.0.1:`store_port`.
+Env rank_env(const std::string& coordinator, int store_port, const std::string& timeout_ms);
+
+// Runs tests/shim/torch/`script` with `args` under /usr/bin/python3, with
+// `env` and TORCHELASTIC_RESTART_COUNT left unset, as prism emulate leaves it
+// (prism_torch makes it 0).
+RunResult run_script(const std::string& script, const Env& env,
+                     const std::vector<std::string>& args = {});
+
 // tests/shim/torch/store_server.py, serving until destroyed.
 class StoreServer {
  public:

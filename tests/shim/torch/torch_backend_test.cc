@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 using wire::OpCode;
 
 const std::string kPython = "/usr/bin/python3";
-const std::string kScripts = PRISM_SOURCE_DIR "/tests/shim/torch/";
+const std::string kTimeoutMs = "20000";
 
 class TorchBackendTest : public ::testing::Test {
  protected:
@@ -29,27 +29,15 @@ class TorchBackendTest : public ::testing::Test {
     if (const std::string why = torch_missing(); !why.empty()) GTEST_SKIP() << why;
   }
 
-  // A real rank's environment, as `prism emulate` sets it (docs/emulate.md).
-  static Env rank_env(const FakeCoordinator& f, const StoreServer& store) {
-    return {{"PYTHONPATH", PRISM_BINARY_DIR "/python"},
-            {"PRISM_COORDINATOR", f.address()},
-            {"PRISM_TIMEOUT_MS", "20000"},
-            {"RANK", "0"},
-            {"WORLD_SIZE", "4"},
-            {"LOCAL_RANK", "0"},
-            {"MASTER_ADDR", "127.0.0.1"},
-            {"MASTER_PORT", std::to_string(store.port())},
-            {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-            {"OMP_NUM_THREADS", "1"}};
-  }
-  // Left unset, as prism emulate does: prism_torch makes it 0.
-  static std::vector<std::string> unset() { return {"TORCHELASTIC_RESTART_COUNT"}; }
-
-  static RunResult run_script(const std::string& script, const Env& env,
-                              std::vector<std::string> args = {}) {
-    std::vector<std::string> argv{kPython, kScripts + script};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return run(argv, env, unset(), 120s);
+  // Runs `script` as rank 0 of 4 against `f`, with a TCPStore of its own;
+  // `changes` replaces parts of the rank's environment.
+  static void run_rank(const FakeCoordinator& f, const std::string& script, RunResult* r,
+                       const std::vector<std::string>& args = {}, const Env& changes = {}) {
+    StoreServer store(4);
+    ASSERT_NE(store.port(), 0);
+    Env env = rank_env(f.address(), store.port(), kTimeoutMs);
+    for (const auto& [k, v] : changes) env[k] = v;
+    *r = run_script(script, env, args);
   }
 };
 
@@ -72,9 +60,8 @@ std::string describe(const wire::Op& o) {
 
 TEST_F(TorchBackendTest, EveryCollectiveReachesTheCoordinator) {
   FakeCoordinator f;
-  StoreServer store(4);
-  ASSERT_NE(store.port(), 0);
-  const RunResult r = run_script("collectives.py", rank_env(f, store));
+  RunResult r;
+  ASSERT_NO_FATAL_FAILURE(run_rank(f, "collectives.py", &r));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("DONE"));
   EXPECT_THAT(r.output,
@@ -158,9 +145,8 @@ TEST_F(TorchBackendTest, EveryCollectiveReachesTheCoordinator) {
 
 TEST_F(TorchBackendTest, DdpTrainsAndMarksIterations) {
   FakeCoordinator f;
-  StoreServer store(4);
-  ASSERT_NE(store.port(), 0);
-  const RunResult r = run_script("ddp.py", rank_env(f, store));
+  RunResult r;
+  ASSERT_NO_FATAL_FAILURE(run_rank(f, "ddp.py", &r));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("DONE"));
 
@@ -189,9 +175,8 @@ TEST_F(TorchBackendTest, AbortedEmulationFailsAWaitingProgram) {
   for (const std::string mode : {"wait", "future"}) {
     SCOPED_TRACE(mode);
     FakeCoordinator f({.abort_at_op = 2});
-    StoreServer store(4);
-    ASSERT_NE(store.port(), 0);
-    const RunResult r = run_script("abort.py", rank_env(f, store), {mode});
+    RunResult r;
+    ASSERT_NO_FATAL_FAILURE(run_rank(f, "abort.py", &r, {mode}));
     EXPECT_FALSE(r.timed_out) << r.output;
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_THAT(r.output, HasSubstr("virtual rank 3 ran out of memory (torch_backend_test)"));
@@ -204,9 +189,8 @@ TEST_F(TorchBackendTest, AbortedEmulationFailsAWaitingProgram) {
 // completion: the future completes then, within a poll or so, not earlier.
 TEST_F(TorchBackendTest, AFutureCompletesAtItsEmulatedTime) {
   FakeCoordinator f({.complete_after_ns = 50'000'000, .answer_when_due = true});
-  StoreServer store(4);
-  ASSERT_NE(store.port(), 0);
-  const RunResult r = run_script("future_timing.py", rank_env(f, store), {"50", "20"});
+  RunResult r;
+  ASSERT_NO_FATAL_FAILURE(run_rank(f, "future_timing.py", &r, {"50", "20"}));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::cerr << r.output;  // what polling cost the rank's compute, for people
   const std::size_t at = r.output.find("LATE_MS ");
@@ -217,11 +201,9 @@ TEST_F(TorchBackendTest, AFutureCompletesAtItsEmulatedTime) {
 
 TEST_F(TorchBackendTest, MissingCoordinatorIsAClearError) {
   FakeCoordinator f;
-  StoreServer store(4);
-  ASSERT_NE(store.port(), 0);
-  Env env = rank_env(f, store);
-  env["PRISM_COORDINATOR"] = "unix:/nonexistent/prism/coordinator.sock";
-  const RunResult r = run_script("ddp.py", env);
+  RunResult r;
+  ASSERT_NO_FATAL_FAILURE(run_rank(
+      f, "ddp.py", &r, {}, {{"PRISM_COORDINATOR", "unix:/nonexistent/prism/coordinator.sock"}}));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("RuntimeError: prism: rank 0 of 4 cannot connect to the "
                                   "coordinator at 'unix:/nonexistent/prism/coordinator.sock'"));
@@ -230,7 +212,7 @@ TEST_F(TorchBackendTest, MissingCoordinatorIsAClearError) {
 TEST_F(TorchBackendTest, DirectProcessGroupGlooIsRefused) {
   FakeCoordinator f;
   StoreServer store(4);
-  const RunResult r = run_script("direct_gloo.py", rank_env(f, store));
+  const RunResult r = run_script("direct_gloo.py", rank_env(f.address(), store.port(), kTimeoutMs));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.ProcessGroupGloo was "
                                   "constructed directly"));

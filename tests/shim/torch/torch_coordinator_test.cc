@@ -59,18 +59,8 @@ TEST(TorchCoordinatorTest, PythonRankGetsTheReplayedCompletions) {
 
   StoreServer store(4);
   ASSERT_NE(store.port(), 0);
-  const RunResult r = run({"/usr/bin/python3", PRISM_SOURCE_DIR "/tests/shim/torch/coordinated.py"},
-                          {{"PYTHONPATH", PRISM_BINARY_DIR "/python"},
-                           {"PRISM_COORDINATOR", a.value().to_string()},
-                           {"PRISM_TIMEOUT_MS", "30000"},
-                           {"RANK", "0"},
-                           {"WORLD_SIZE", "4"},
-                           {"LOCAL_RANK", "0"},
-                           {"MASTER_ADDR", "127.0.0.1"},
-                           {"MASTER_PORT", std::to_string(store.port())},
-                           {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                           {"OMP_NUM_THREADS", "1"}},
-                          {"TORCHELASTIC_RESTART_COUNT"}, 120s);
+  const RunResult r =
+      run_script("coordinated.py", rank_env(a.value().to_string(), store.port(), "30000"));
   ASSERT_EQ(replayed.wait_for(30s), std::future_status::ready) << "the coordinator hangs";
   Result<runtime::CoordinatorResult> out = replayed.get();
   std::filesystem::remove_all(dir);

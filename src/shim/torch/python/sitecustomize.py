@@ -86,12 +86,13 @@ def _chain():
     import importlib.machinery
     import importlib.util
 
-    here = os.path.dirname(os.path.realpath(__file__))
+    me = os.path.realpath(__file__)
+    here = os.path.dirname(me)
     entries = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", entries)
     if spec is None or spec.loader is None:
         return
-    if os.path.realpath(spec.origin or "") == os.path.realpath(__file__):
+    if os.path.realpath(spec.origin or "") == me:
         return
     try:
         module = importlib.util.module_from_spec(spec)
