@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "util/hash.h"
+
 namespace prism::runtime::store_keys {
 namespace {
 
@@ -132,11 +134,7 @@ Result<std::vector<std::int32_t>> parse_members(std::string_view text) {
 }
 
 std::vector<std::uint8_t> synthesized_id(std::string_view key) {
-  std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
+  const std::uint64_t h = fnv1a(key.data(), key.size());
   std::vector<std::uint8_t> id;
   id.reserve(kNcclUniqueIdBytes);
   constexpr std::string_view kTag = "prism-id";

@@ -123,15 +123,17 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   constexpr const char* fn = "ncclCommInitRank";
-  return guarded(
-      fn, [&] { return init(fn, comm, nranks, rank, fnv1a(&commId, sizeof(commId)), nullptr); });
+  return guarded(fn, [&] {
+    return init(fn, comm, nranks, rank, prism::fnv1a(&commId, sizeof(commId)), nullptr);
+  });
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config) {
   constexpr const char* fn = "ncclCommInitRankConfig";
-  return guarded(
-      fn, [&] { return init(fn, comm, nranks, rank, fnv1a(&commId, sizeof(commId)), config); });
+  return guarded(fn, [&] {
+    return init(fn, comm, nranks, rank, prism::fnv1a(&commId, sizeof(commId)), config);
+  });
 }
 
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
@@ -141,7 +143,8 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
     PRISM_NCCL_TRY(check_pointer(fn, commIds, "commIds"));
     if (nId < 1) return failf(ncclInvalidArgument, fn, "nId {} is below 1", nId);
     // The ids are contiguous: one hash over them all, in order.
-    const std::uint64_t h = fnv1a(commIds, sizeof(ncclUniqueId) * static_cast<std::size_t>(nId));
+    const std::uint64_t h =
+        prism::fnv1a(commIds, sizeof(ncclUniqueId) * static_cast<std::size_t>(nId));
     return init(fn, newcomm, nranks, myrank, h, config);
   });
 }

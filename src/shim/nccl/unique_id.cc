@@ -63,13 +63,4 @@ void make_unique_id(ncclUniqueId* id) noexcept {
   }
 }
 
-std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h) noexcept {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 }  // namespace prism::nccl

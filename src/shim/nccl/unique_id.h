@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "shim/nccl/entry.h"
+#include "util/hash.h"
 
 namespace prism::nccl {
 
@@ -14,8 +15,5 @@ namespace prism::nccl {
 // /dev/urandom.
 void make_unique_id(ncclUniqueId* id) noexcept;
 
-inline constexpr std::uint64_t kFnvOffset = 14695981039346656037ull;
-// FNV-1a 64 of n bytes, continuing from `h` (chain calls to hash several ids).
-std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = kFnvOffset) noexcept;
 
 }  // namespace prism::nccl
