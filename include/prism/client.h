@@ -96,6 +96,18 @@ PRISM_API prism_status prism_comm_init(prism_client* c, uint32_t comm, int32_t n
                                        int32_t rank_in_comm, const int32_t* members,
                                        uint64_t id_hash) PRISM_NOEXCEPT;
 
+/* Makes communicator `comm` by splitting `parent` (ncclCommSplit): color
+ * >= 0 as in NCCL (NCCL_SPLIT_NOCOLOR makes no communicator: do not call).
+ * Blocks until the coordinator says which of the job's communicators it is
+ * (docs/protocol.md, `comm_split`); sets *nranks and *rank_in_comm. members,
+ * if not NULL, receives the global ranks in communicator order and must
+ * hold max_members of them; *nranks larger than max_members is an argument
+ * error. Takes no virtual time. */
+PRISM_API prism_status prism_comm_split(prism_client* c, uint32_t parent, int32_t color,
+                                        int32_t key, uint32_t comm, int32_t* nranks,
+                                        int32_t* rank_in_comm, int32_t* members,
+                                        int32_t max_members) PRISM_NOEXCEPT;
+
 /* Enters a communication op at the rank's current virtual time. It does not
  * wait: *ticket names the op for prism_wait, prism_test and prism_wait_any. */
 PRISM_API prism_status prism_enter(prism_client* c, const prism_op* op,

@@ -1,5 +1,6 @@
 // The C ABI of include/prism/client.h over client::Client: decode and check
 // the arguments, call, translate the Status. No exception leaves here.
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -109,6 +110,31 @@ prism_status prism_comm_init(prism_client* c, uint32_t comm, int32_t nranks, int
     std::vector<int32_t> list;
     if (members != nullptr && nranks > 0) list.assign(members, members + nranks);
     return done(c, cl->comm_init(comm, nranks, rank_in_comm, std::move(list), id_hash));
+  } catch (const std::exception& e) {
+    return argument_error(c, e.what());
+  }
+}
+
+prism_status prism_comm_split(prism_client* c, uint32_t parent, int32_t color, int32_t key,
+                              uint32_t comm, int32_t* nranks, int32_t* rank_in_comm,
+                              int32_t* members, int32_t max_members) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  if (nranks == nullptr || rank_in_comm == nullptr)
+    return argument_error(c, "prism_comm_split: null nranks or rank_in_comm");
+  try {
+    prism::Result<prism::wire::CommInfo> info = cl->comm_split(parent, comm, color, key);
+    if (!info.is_ok()) return done(c, info.status());
+    const auto& m = info.value().members;
+    if (members != nullptr && std::ssize(m) > max_members) {
+      return argument_error(c, "prism_comm_split: communicator " + std::to_string(comm) + " has " +
+                                   std::to_string(m.size()) + " members, over max_members " +
+                                   std::to_string(max_members));
+    }
+    *nranks = static_cast<int32_t>(m.size());
+    *rank_in_comm = info.value().rank_in_comm;
+    if (members != nullptr) std::copy(m.begin(), m.end(), members);
+    return PRISM_OK;
   } catch (const std::exception& e) {
     return argument_error(c, e.what());
   }

@@ -108,6 +108,27 @@ Status Client::comm_init(std::uint32_t comm, std::int32_t nranks, std::int32_t r
   return send(wire::CommInit{comm, nranks, rank_in_comm, id_hash, std::move(members)});
 }
 
+Result<wire::CommInfo> Client::comm_split(std::uint32_t parent, std::uint32_t comm,
+                                          std::int32_t color, std::int32_t key) {
+  if (color < 0) {
+    return fail(Failure::kArgument,
+                Status::invalid_argument(
+                    fmt::format("comm_split {} of {}: color {} is negative", comm, parent, color)));
+  }
+  PRISM_RETURN_IF_ERROR(send(wire::CommSplit{parent, comm, color, key}));
+  const Clock::time_point start = Clock::now();  // send() excluded its own time
+  splitting_ = comm;
+  for (;;) {
+    Result<wire::Message> m = receive();
+    if (!m.is_ok() || std::holds_alternative<wire::CommInfo>(m.value())) {
+      splitting_.reset();
+      if (!keep_clock_) clock_.exclude(Clock::now() - start);
+      if (!m.is_ok()) return m.status();
+      return std::get<wire::CommInfo>(std::move(m).value());
+    }
+  }
+}
+
 Result<std::uint64_t> Client::enter(wire::Op op) {
   if (op.bytes < 0 || op.peer < 0) {
     return fail(Failure::kArgument, Status::invalid_argument(fmt::format(
@@ -147,6 +168,12 @@ Result<wire::Message> Client::receive() {
     if (h->wait_id >= next_wait_) {
       return broken(Failure::kProtocol,
                     fmt::format("horizon for wait {}, which this rank has not sent", h->wait_id));
+    }
+  } else if (const auto* info = std::get_if<wire::CommInfo>(&m.value())) {
+    if (splitting_ != info->comm) {
+      return broken(Failure::kProtocol,
+                    fmt::format("comm_info for communicator {}, which this rank is not splitting",
+                                info->comm));
     }
   } else if (const auto* e = std::get_if<wire::Error>(&m.value())) {
     return broken(failure_of(e->code), fmt::format("the coordinator: {}", e->message));

@@ -44,6 +44,11 @@ class Client {
 
   Status comm_init(std::uint32_t comm, std::int32_t nranks, std::int32_t rank_in_comm,
                    std::vector<std::int32_t> members, std::uint64_t id_hash);
+  // Makes communicator `comm` from `parent` (ncclCommSplit with a color) and
+  // holds the caller until the coordinator says its members. The round trip
+  // is not counted in virtual time: a split takes none in the emulation.
+  Result<wire::CommInfo> comm_split(std::uint32_t parent, std::uint32_t comm, std::int32_t color,
+                                    std::int32_t key);
   // Enters `op` (its op_id and at are set here) at the current virtual time.
   Result<std::uint64_t> enter(wire::Op op);
   // Holds the caller until the op's completion (see VirtualClock); the
@@ -101,8 +106,8 @@ class Client {
   // Receives until wait `wait_id` ends: a Complete it waits for, or its
   // Horizon. Horizons of earlier waits are stale and skipped.
   Result<Woken> await(std::uint32_t wait_id, std::uint32_t op_id, std::int64_t until);
-  // The next message: a Complete (kept in answers_) or a Horizon. Anything
-  // else breaks the connection.
+  // The next message: a Complete (kept in answers_), a Horizon, or the
+  // CommInfo of the split in progress. Anything else breaks the connection.
   Result<wire::Message> receive();
   // Holds the caller until virtual time `w`. Whatever real time passes
   // after `w` was due (a late answer, a late wake-up) is dropped (late_).
@@ -125,7 +130,8 @@ class Client {
   std::map<std::uint64_t, std::int64_t> answers_;  // ticket -> completion, until spent
   std::set<std::uint64_t> outstanding_;            // tickets entered, not yet spent
   std::chrono::nanoseconds late_{0};
-  bool keep_clock_ = false;  // inside poll(): the clock runs on
+  bool keep_clock_ = false;                 // inside poll(): the clock runs on
+  std::optional<std::uint32_t> splitting_;  // inside comm_split: the new handle
   std::chrono::nanoseconds overhead_{0};
   std::uint64_t messages_ = 0;
   Failure failure_ = Failure::kNone;

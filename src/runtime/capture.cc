@@ -18,6 +18,13 @@ json event(const wire::Message& m, std::int32_t graph_op) {
                     {"rank_in_comm", v.rank_in_comm},
                     {"id_hash", v.id_hash},
                     {"members", v.members}});
+        } else if constexpr (std::is_same_v<T, wire::CommSplit>) {
+          e.update({{"parent", v.parent}, {"comm", v.comm}, {"color", v.color}, {"key", v.key}});
+        } else if constexpr (std::is_same_v<T, wire::CommInfo>) {
+          e.update({{"comm", v.comm},
+                    {"nranks", v.members.size()},
+                    {"rank_in_comm", v.rank_in_comm},
+                    {"members", v.members}});
         } else if constexpr (std::is_same_v<T, wire::Op>) {
           e.update({{"at", v.at},
                     {"op_id", v.op_id},

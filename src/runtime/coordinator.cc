@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/coordinator_impl.h"
 
@@ -149,6 +150,8 @@ Status Coordinator::Impl::handle(Session& s, const wire::Message& m) {
   switch (wire::type_of(m)) {
     case wire::MessageType::kCommInit:
       return s.matcher.declare(std::get<wire::CommInit>(m));
+    case wire::MessageType::kCommSplit:
+      return split(s, std::get<wire::CommSplit>(m));
     case wire::MessageType::kOp:
       return enter(s, std::get<wire::Op>(m));
     case wire::MessageType::kWait:
@@ -212,6 +215,28 @@ Status Coordinator::Impl::enter(Session& s, const wire::Op& op) {
   ++s.ops;
   s.bytes += op.bytes;
   replay_.enter(s.rank, gop, at);
+  return Status::ok();
+}
+
+// Live ranks that split the same parent must agree: one color, one group;
+// ranks of one group, one color.
+Status Coordinator::Impl::split(Session& s, const wire::CommSplit& m) {
+  PRISM_ASSIGN_OR_RETURN(OpMatcher::Split got, s.matcher.split(m));
+  const std::vector<Rank> group(got.info.members.begin(), got.info.members.end());
+  for (const auto& [key, given] : splits_) {
+    const auto& [parent, seq, color] = key;
+    const auto& [other, other_group] = given;
+    if (parent != got.parent || seq != got.seq || (color == m.color) == (other_group == group))
+      continue;
+    return Status::invalid_argument(fmt::format(
+        "rank {} split #{} of a communicator of {} ranks with color {} is given [{}] by the "
+        "graph, but live rank {} passed color {} and was given [{}]: ranks that pass one color "
+        "share one group, and the ranks of a group pass one color",
+        s.rank, got.seq, parent.size(), m.color, fmt::join(group, ","), other, color,
+        fmt::join(other_group, ",")));
+  }
+  splits_.emplace(std::tuple{std::move(got.parent), got.seq, m.color}, std::pair{s.rank, group});
+  send(s, got.info);
   return Status::ok();
 }
 

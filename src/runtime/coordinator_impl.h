@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -83,6 +84,7 @@ class Coordinator::Impl : public wire::ServerHandler, public LiveListener {
   Status check_time(const Session& s, SimTime at, std::string_view what) const;
   Status enter(Session& s, const wire::Op& op);
   Status start_wait(Session& s, const wire::Wait& w);
+  Status split(Session& s, const wire::CommSplit& m);
   void move_to(Session& s, SimTime at);
   Status step_to(Session& s, SimTime at, std::string_view what);  // check_time, then move_to
   void wake(Session& s, SimTime at, bool answer);
@@ -118,6 +120,11 @@ class Coordinator::Impl : public wire::ServerHandler, public LiveListener {
   Status failed_;
   bool finished_ = false;
   SimTime next_event_ = SimTime::zero();
+  // Live ranks' splits, to keep them consistent with one another: (the
+  // parent's members, the split's number on it, color) -> (the rank, the
+  // group it was given).
+  std::map<std::tuple<std::vector<Rank>, int, std::int32_t>, std::pair<Rank, std::vector<Rank>>>
+      splits_;
 };
 
 }  // namespace prism::runtime

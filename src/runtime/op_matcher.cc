@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "runtime/split_color.h"
+
 namespace prism::runtime {
 
 OpMatcher::OpMatcher(const ExecutionGraph& g, Rank rank)
@@ -67,6 +69,47 @@ Status OpMatcher::declare(const wire::CommInit& c) {
   }
   comms_.emplace(c.comm, std::move(comm));
   return Status::ok();
+}
+
+Result<OpMatcher::Split> OpMatcher::split(const wire::CommSplit& s) {
+  const auto where = [&] {
+    return fmt::format("rank {} communicator {} (split of communicator {} with color {})", rank_,
+                       s.comm, s.parent, s.color);
+  };
+  const auto parent = comms_.find(s.parent);
+  if (parent == comms_.end())
+    return Status::invalid_argument(fmt::format("{}: the parent was never declared", where()));
+  if (comms_.contains(s.comm))
+    return Status::invalid_argument(fmt::format("{}: declared twice", where()));
+  const std::set<Rank> within(parent->second.members.begin(), parent->second.members.end());
+  const SlotResolver res = g_.resolver();
+  std::vector<Rank> members;
+  int chosen = kNone;
+  for (const auto& [slot, queue] : collectives_) {
+    if (slot_taken_.contains(slot)) continue;
+    res.members(slot, rank_, &members);
+    if (!std::all_of(members.begin(), members.end(), [&](Rank m) { return within.contains(m); }))
+      continue;
+    if (chosen == kNone) chosen = slot;  // the order rule, unless a color names one
+    if (torch_split_color(members) == s.color) {
+      chosen = slot;
+      break;
+    }
+  }
+  if (chosen == kNone) {
+    return Status::invalid_argument(
+        fmt::format("{}: the graph has no communicator left within the parent's {} ranks", where(),
+                    within.size()));
+  }
+  res.members(chosen, rank_, &members);
+  slot_taken_.insert(chosen);
+  Split out;
+  out.info = wire::CommInfo{s.comm, res.index_in_group(chosen, rank_),
+                            std::vector<std::int32_t>(members.begin(), members.end())};
+  out.parent = parent->second.members;
+  out.seq = splits_[s.parent]++;
+  comms_.emplace(s.comm, Comm{chosen, members});
+  return out;
 }
 
 Status OpMatcher::mismatch(const wire::Op& op, const std::string& why) const {

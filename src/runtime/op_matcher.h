@@ -8,6 +8,10 @@
 //   the declared size and the rank's position), the k-th such declaration
 //   taking the k-th such slot; a communicator with known members that is no
 //   slot's group carries only sends and receives;
+// - a communicator split from another (ncclCommSplit) is a group slot whose
+//   group lies within the parent's members: the one whose PyTorch split
+//   color (runtime/split_color.h) is the split's color, else the first such
+//   slot not bound yet, in the graph's slot order;
 // - a collective is the rank's next collective on that slot, in issue order;
 // - a send or receive is the rank's next one to or from that global peer with
 //   that tag, in issue order.
@@ -35,6 +39,15 @@ class OpMatcher {
 
   // Binds the rank's communicator handle; rejected when it fits no slot.
   Status declare(const wire::CommInit& c);
+  // Binds the communicator a split makes; rejected when no slot is left
+  // within the parent. `seq` is set to the split's number among this rank's
+  // splits of the same parent (0, 1, ...), `parent` to the parent's members.
+  struct Split {
+    wire::CommInfo info;
+    std::vector<Rank> parent;
+    int seq = 0;
+  };
+  Result<Split> split(const wire::CommSplit& s);
   // The graph op (index into the rank's role) that `op` is.
   Result<std::int32_t> match(const wire::Op& op);
   // "all_reduce #3 on 'dp' (op 812)": a graph op for messages.
@@ -63,6 +76,7 @@ class OpMatcher {
   std::map<std::uint32_t, Comm> comms_;  // by the rank's handle
   std::set<int> slot_taken_;             // group slots a declaration is bound to
   std::map<int, Queue> collectives_;     // by group slot
+  std::map<std::uint32_t, int> splits_;  // by parent handle: splits made of it
   std::map<P2PKey, Queue> p2p_;          // by (direction, peer, tag)
   std::vector<std::int32_t> seq_of_op_;  // per op: its number on its slot or channel
   std::int64_t remaining_ = 0;

@@ -1,11 +1,13 @@
 #include "runtime/program_capture.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
-#include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "runtime/split_color.h"
 #include "wire/server.h"
 
 namespace prism::runtime {
@@ -129,11 +131,14 @@ class ProgramCapture::Impl : public wire::ServerHandler {
     switch (wire::type_of(m)) {
       case wire::MessageType::kCommInit: {
         const auto& c = std::get<wire::CommInit>(m);
-        if (!comms_.insert(c.comm).second)
+        if (comms_.contains(c.comm))
           return Status::invalid_argument(fmt::format(
               "captured rank {} declared communicator {} twice", options_.rank, c.comm));
+        comms_[c.comm] = members_of(c);
         return Status::ok();
       }
+      case wire::MessageType::kCommSplit:
+        return split(std::get<wire::CommSplit>(m));
       case wire::MessageType::kOp: {
         const auto& op = std::get<wire::Op>(m);
         if (!comms_.contains(op.comm))
@@ -159,6 +164,40 @@ class ProgramCapture::Impl : public wire::ServerHandler {
             fmt::format("captured rank {} sent {}, which only the coordinator sends", options_.rank,
                         wire::to_string(wire::type_of(m))));
     }
+  }
+
+  // A communicator's members when the rank said them, or when its size and
+  // position are the world's (what a data-parallel capture allows); else
+  // empty: unknown.
+  std::vector<std::int32_t> members_of(const wire::CommInit& c) const {
+    if (!c.members.empty()) return c.members;
+    std::vector<std::int32_t> world;
+    if (c.nranks == options_.world_size && c.rank_in_comm == options_.rank)
+      for (std::int32_t r = 0; r < c.nranks; ++r) world.push_back(r);
+    return world;
+  }
+
+  // With every other rank virtual, only a split that keeps all of the
+  // parent can be answered: PyTorch's new_group over every rank passes the
+  // color of the parent's members (runtime/split_color.h).
+  Status split(const wire::CommSplit& s) {
+    const auto parent = comms_.find(s.parent);
+    if (parent == comms_.end() || comms_.contains(s.comm))
+      return Status::invalid_argument(fmt::format(
+          "captured rank {} split communicator {} from {}: {}", options_.rank, s.comm, s.parent,
+          parent == comms_.end() ? "the parent was never declared" : "declared twice"));
+    const std::vector<std::int32_t>& members = parent->second;
+    if (members.empty() || torch_split_color(members) != s.color) {
+      return Status::invalid_argument(fmt::format(
+          "captured rank {} split communicator {} from {} with color {}: the capture of one rank "
+          "can answer only a split that keeps every rank of the parent (PyTorch's new_group over "
+          "all of them); a program with subgroups needs a capture of each role",
+          options_.rank, s.comm, s.parent, s.color));
+    }
+    const auto position = std::find(members.begin(), members.end(), options_.rank);
+    comms_[s.comm] = members;
+    send(wire::CommInfo{s.comm, static_cast<std::int32_t>(position - members.begin()), members});
+    return Status::ok();
   }
 
   std::string last_op_text() const {
@@ -191,7 +230,7 @@ class ProgramCapture::Impl : public wire::ServerHandler {
   wire::Server server_;
   std::optional<wire::PeerId> peer_;
   RankCapture capture_;
-  std::set<std::uint32_t> comms_;
+  std::map<std::uint32_t, std::vector<std::int32_t>> comms_;  // handle -> members, if known
   std::int64_t last_at_ = 0;
   std::int64_t ops_ = 0;
   std::string last_op_;

@@ -119,6 +119,15 @@ void write(Writer& w, const CommInit& m) {
   w.put(static_cast<std::uint32_t>(m.members.size()));
   for (std::int32_t r : m.members) w.put(r);
 }
+void write(Writer& w, const CommSplit& m) {
+  w.put(m.parent), w.put(m.comm), w.put(m.color), w.put(m.key);
+}
+void write(Writer& w, const CommInfo& m) {
+  w.put(m.comm), w.put(m.rank_in_comm);
+  PRISM_CHECK(m.members.size() <= kMaxMembers, "wire: communicator beyond kMaxMembers");
+  w.put(static_cast<std::uint32_t>(m.members.size()));
+  for (std::int32_t r : m.members) w.put(r);
+}
 void write(Writer& w, const Op& m) {
   w.put(m.op_id), w.put(m.comm), w.put(m.stream), w.put(static_cast<std::uint8_t>(m.code));
   w.put(static_cast<std::uint8_t>(m.dtype)), w.put(m.bytes), w.put(m.peer), w.put(m.tag);
@@ -183,6 +192,33 @@ CommInit read_comm_init(Reader& r) {
   if (n != 0 && n != static_cast<std::uint32_t>(m.nranks))
     r.fail(fmt::format("{} members for a communicator of {} ranks", n, m.nranks));
   for (std::uint32_t i = 0; i < n && i <= kMaxMembers; ++i) {
+    const auto member = r.get<std::int32_t>("members");
+    r.non_negative(member, "member");
+    m.members.push_back(member);
+  }
+  return m;
+}
+
+CommSplit read_comm_split(Reader& r) {
+  CommSplit m;
+  m.parent = r.get<std::uint32_t>("parent");
+  m.comm = r.get<std::uint32_t>("comm");
+  m.color = r.get<std::int32_t>("color");
+  m.key = r.get<std::int32_t>("key");
+  r.non_negative(m.color, "color");
+  return m;
+}
+
+CommInfo read_comm_info(Reader& r) {
+  CommInfo m;
+  m.comm = r.get<std::uint32_t>("comm");
+  m.rank_in_comm = r.get<std::int32_t>("rank_in_comm");
+  const auto n = r.get<std::uint32_t>("members");
+  if (r.ok() && (n == 0 || n > kMaxMembers))
+    r.fail(fmt::format("{} members, not 1..{}", n, kMaxMembers));
+  if (r.ok() && (m.rank_in_comm < 0 || static_cast<std::uint32_t>(m.rank_in_comm) >= n))
+    r.fail(fmt::format("rank_in_comm {} is outside 0..{}", m.rank_in_comm, n - 1));
+  for (std::uint32_t i = 0; r.ok() && i < n; ++i) {
     const auto member = r.get<std::int32_t>("members");
     r.non_negative(member, "member");
     m.members.push_back(member);
@@ -319,6 +355,10 @@ std::optional<Message> read_payload(MessageType t, Reader& r) {
       return read_complete(r);
     case MessageType::kError:
       return read_error(r);
+    case MessageType::kCommSplit:
+      return read_comm_split(r);
+    case MessageType::kCommInfo:
+      return read_comm_info(r);
   }
   return std::nullopt;
 }

@@ -24,7 +24,7 @@ constexpr std::array<std::pair<OpCode, std::string_view>, kNumOpCodes> kOpCodeNa
     {OpCode::kRecv, "recv"},
 }};
 
-constexpr std::array<std::pair<MessageType, std::string_view>, 12> kTypeNames{{
+constexpr std::array<std::pair<MessageType, std::string_view>, 14> kTypeNames{{
     {MessageType::kHello, "hello"},
     {MessageType::kCommInit, "comm_init"},
     {MessageType::kOp, "op"},
@@ -37,6 +37,8 @@ constexpr std::array<std::pair<MessageType, std::string_view>, 12> kTypeNames{{
     {MessageType::kComplete, "complete"},
     {MessageType::kError, "error"},
     {MessageType::kHorizon, "horizon"},
+    {MessageType::kCommSplit, "comm_split"},
+    {MessageType::kCommInfo, "comm_info"},
 }};
 
 template <typename T>
@@ -78,9 +80,10 @@ static_assert(static_cast<int>(OpCode::kAllToAll) == static_cast<int>(Collective
 
 MessageType type_of(const Message& m) {
   static constexpr std::array<MessageType, std::variant_size_v<Message>> kTypes{
-      MessageType::kHello,   MessageType::kCommInit, MessageType::kOp,    MessageType::kMemory,
-      MessageType::kMarker,  MessageType::kCompute,  MessageType::kBye,   MessageType::kWait,
-      MessageType::kWelcome, MessageType::kComplete, MessageType::kError, MessageType::kHorizon};
+      MessageType::kHello,     MessageType::kCommInit, MessageType::kOp,    MessageType::kMemory,
+      MessageType::kMarker,    MessageType::kCompute,  MessageType::kBye,   MessageType::kWait,
+      MessageType::kWelcome,   MessageType::kComplete, MessageType::kError, MessageType::kHorizon,
+      MessageType::kCommSplit, MessageType::kCommInfo};
   return kTypes[m.index()];
 }
 

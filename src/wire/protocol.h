@@ -50,11 +50,13 @@ enum class MessageType : std::uint16_t {
   kCompute = 6,
   kBye = 7,
   kWait = 8,
+  kCommSplit = 9,
   // coordinator -> live rank
   kWelcome = 64,
   kComplete = 65,
   kError = 66,
   kHorizon = 67,
+  kCommInfo = 68,
 };
 
 // The first message of a live rank: who it is.
@@ -77,6 +79,18 @@ struct CommInit {
   std::int32_t rank_in_comm = 0;
   std::uint64_t id_hash = 0;
   std::vector<std::int32_t> members;
+};
+
+// ncclCommSplit: the rank makes communicator `comm` from its communicator
+// `parent`, with NCCL's color and key (color is never NCCL_SPLIT_NOCOLOR: a
+// rank that passes it makes no communicator and says nothing). The
+// coordinator answers with a CommInfo for `comm`, which the rank waits for;
+// `comm` then stands as if declared with those members.
+struct CommSplit {
+  std::uint32_t parent = 0;
+  std::uint32_t comm = 0;
+  std::int32_t color = 0;
+  std::int32_t key = 0;
 };
 
 // What an op does on the wire: a collective, or one side of a point-to-point
@@ -198,8 +212,16 @@ struct Horizon {
   std::int64_t at = 0;
 };
 
+// The answer to a CommSplit: the new communicator's members, global ranks in
+// communicator order, and the rank's position among them.
+struct CommInfo {
+  std::uint32_t comm = 0;
+  std::int32_t rank_in_comm = 0;
+  std::vector<std::int32_t> members;
+};
+
 using Message = std::variant<Hello, CommInit, Op, Memory, Marker, Compute, Bye, Wait, Welcome,
-                             Complete, Error, Horizon>;
+                             Complete, Error, Horizon, CommSplit, CommInfo>;
 
 MessageType type_of(const Message& m);
 std::string_view to_string(MessageType t);

@@ -90,7 +90,8 @@ class CaptureReader {
     PRISM_ASSIGN_OR_RETURN(const std::string type, field<std::string>(e, "type"));
     if (said_bye_) return fail(fmt::format("a {} after the goodbye", type));
     if (type == "hello") return hello(e);
-    if (type == "comm_init") return comm_init(e);
+    // A split's answer declares the new communicator with its members.
+    if (type == "comm_init" || type == "comm_info") return comm_init(e);
     if (type == "op") return op(e);
     if (type == "wait") return wait(e);
     if (type == "memory") return memory(e);
@@ -104,7 +105,8 @@ class CaptureReader {
       said_bye_ = true;
       return Status::ok();
     }
-    if (type == "welcome" || type == "complete" || type == "horizon" || type == "error")
+    if (type == "welcome" || type == "complete" || type == "horizon" || type == "error" ||
+        type == "comm_split")
       return Status::ok();  // the coordinator's answers: the program is what the rank sent
     return fail(fmt::format("unknown event type '{}'", type));
   }

@@ -82,6 +82,8 @@ class FakeCoordinator : public wire::ServerHandler {
     } else if (const auto* w = std::get_if<wire::Wait>(&m)) {
       if (horizons_ && w->until != wire::kNoLimit && !woken(*w))
         server_.send(peer, wire::Horizon{w->wait_id, w->until});
+    } else if (const auto* split = std::get_if<wire::CommSplit>(&m)) {
+      if (!hold_answers_) server_.send(peer, wire::CommInfo{split->comm, 1, {2, 3}});
     } else if (std::holds_alternative<wire::Bye>(m)) {
       server_.close(peer);  // as the coordinator does: the rank reads up to this close
     }
@@ -503,6 +505,56 @@ TEST(ClientTest, HorizonOfAWaitNotSentIsAProtocolError) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_EQ(c->last_failure(), Failure::kProtocol);
   EXPECT_THAT(s.message(), HasSubstr("horizon for wait 7, which this rank has not sent"));
+}
+
+TEST(ClientTest, CommSplitWaitsForTheMembersAndKeepsAnswersMeanwhile) {
+  FakeCoordinator f;
+  f.hold_answers_ = true;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  const std::uint64_t t = c->enter(all_reduce()).value();
+  f.inject(wire::Complete{static_cast<std::uint32_t>(t), 50});  // arrives before the info
+  f.inject(wire::CommInfo{4, 1, {2, 3}});
+  Result<wire::CommInfo> info = c->comm_split(0, 4, 9, 1);
+  ASSERT_TRUE(info.is_ok()) << info.status().message();
+  EXPECT_EQ(info.value().members, (std::vector<std::int32_t>{2, 3}));
+  EXPECT_TRUE(c->wait(t).is_ok());  // its answer was kept
+  const auto splits = f.seen_of<wire::CommSplit>();
+  ASSERT_EQ(splits.size(), 1u);
+  EXPECT_EQ(splits[0].color, 9);
+  EXPECT_EQ(splits[0].key, 1);
+}
+
+TEST(ClientTest, CommInfoOfAnotherCommunicatorIsAProtocolError) {
+  FakeCoordinator f;
+  f.hold_answers_ = true;
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  f.inject(wire::CommInfo{5, 0, {0}});
+  Result<wire::CommInfo> info = c->comm_split(0, 4, 9, 1);
+  ASSERT_FALSE(info.is_ok());
+  EXPECT_EQ(c->last_failure(), Failure::kProtocol);
+  EXPECT_THAT(info.status().message(),
+              HasSubstr("comm_info for communicator 5, which this rank is not splitting"));
+  const Result<wire::CommInfo> negative = connect(f)->comm_split(0, 4, -3, 0);
+  ASSERT_FALSE(negative.is_ok());
+  EXPECT_THAT(negative.status().message(), HasSubstr("color -3 is negative"));
+}
+
+TEST(CApiTest, CommSplitReportsTheMembers) {
+  FakeCoordinator f;
+  prism_client* c = nullptr;
+  ASSERT_EQ(prism_connect(f.address().to_string().c_str(), 2, 4, 0, "p", 5000, &c), PRISM_OK);
+  std::int32_t n = 0, me = -1, members[2] = {-1, -1};
+  ASSERT_EQ(prism_comm_split(c, 0, 3, 0, 1, &n, &me, members, 2), PRISM_OK) << prism_last_error(c);
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(me, 1);
+  EXPECT_EQ(members[0], 2);
+  EXPECT_EQ(members[1], 3);
+  EXPECT_EQ(prism_comm_split(c, 0, 3, 0, 2, &n, &me, members, 1), PRISM_ERR_ARGUMENT);
+  EXPECT_THAT(prism_last_error(c), HasSubstr("has 2 members, over max_members 1"));
+  EXPECT_EQ(prism_comm_split(c, 0, 3, 0, 3, nullptr, &me, nullptr, 0), PRISM_ERR_ARGUMENT);
+  EXPECT_EQ(prism_close(c, 0), PRISM_OK);
 }
 
 TEST(ClientTest, UnknownTicketIsAnArgumentError) {

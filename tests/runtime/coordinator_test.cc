@@ -200,6 +200,54 @@ TEST(CoordinatorTest, TwoLiveRanksInOneCollective) {
   ASSERT_TRUE(c.result().is_ok());
 }
 
+// 2 x 2 grid: every rank all-reduces 1000 B on the world, then on its tp
+// pair ({0, 1} or {2, 3}).
+ExecutionGraph world_then_pairs() {
+  RoleBuilder b("r", {"s"});
+  b.collective(0, 0, CollectiveKind::kAllReduce, Bytes{1000});
+  b.collective(0, 1, CollectiveKind::kAllReduce, Bytes{1000});
+  return testing::make_graph({{"tp", 2}, {"dp", 2}}, 8,
+                             {testing::group_slot("world", {0, 1}), testing::group_slot("tp", {0})},
+                             {std::move(b).build()}, {0, 0, 0, 0});
+}
+
+TEST(CoordinatorTest, LiveRanksSplitIntoTheGraphsGroups) {
+  const ExecutionGraph g = world_then_pairs();
+  Running c(g, {0, 1});
+  auto play = [&](Rank rank) {
+    Rank0 r(c.address, rank);  // communicator 0: the world
+    r.send(CommSplit{0, 1, 5, rank});
+    const auto info = std::get<CommInfo>(r.receive());
+    EXPECT_EQ(info.members, (std::vector<std::int32_t>{0, 1}));
+    EXPECT_EQ(info.rank_in_comm, rank);
+    r.all_reduce(0, 10);
+    const std::int64_t first = r.wait(0, 10);
+    r.send(wire::Op{1, 1, 0, OpCode::kAllReduce, DType::kBFloat16, 1000, 0, 0, 0, first});
+    r.send(Bye{0, r.wait(1, first)});
+  };
+  auto zero = std::async(std::launch::async, play, 0);
+  auto one = std::async(std::launch::async, play, 1);
+  zero.get(), one.get();
+  const Result<CoordinatorResult> out = c.result();
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+}
+
+TEST(CoordinatorTest, LiveRanksWhoseColorsDisagreeWithTheGraphAreRejected) {
+  const ExecutionGraph g = world_then_pairs();
+  Running c(g, {0, 1});
+  Rank0 zero(c.address, 0);
+  zero.send(CommSplit{0, 1, 5, 0});
+  EXPECT_TRUE(std::holds_alternative<CommInfo>(zero.receive()));
+  Rank0 one(c.address, 1);
+  one.send(CommSplit{0, 1, 6, 1});
+  EXPECT_EQ(std::get<Error>(one.receive()).code, ErrorCode::kRejected);
+  const Result<CoordinatorResult> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("rank 1 split #0 of a communicator of 4 ranks with color 6 is given [0,1] "
+                        "by the graph, but live rank 0 passed color 5 and was given [0,1]"));
+}
+
 TEST(CoordinatorTest, OpTheGraphDoesNotHaveIsAMismatch) {
   const ExecutionGraph g = four_ranks();
   Running c(g, {0});

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "../replay/test_graphs.h"
+#include "runtime/split_color.h"
 
 namespace prism::runtime {
 namespace {
@@ -93,6 +94,63 @@ TEST(OpMatcherTest, BroadcastRootMustMatch) {
   ASSERT_TRUE(m.declare(wire::CommInit{1, 2, 0, 0, {0, 2}}).is_ok());
   EXPECT_THAT(m.match(op(1, wire::OpCode::kBroadcast, 32, 0, DType::kFloat32)).status().message(),
               HasSubstr("from root 1"));
+}
+
+}  // namespace
+}  // namespace prism::runtime
+
+namespace prism::runtime {
+namespace {
+
+// A split's communicator is a slot within the parent: the one PyTorch's
+// color names, else the first left in slot order.
+TEST(OpMatcherTest, SplitsTakeTheSlotTheColorNamesOrTheNextOne) {
+  const ExecutionGraph g = grid();
+  {
+    OpMatcher m(g, 3);
+    ASSERT_TRUE(m.declare(wire::CommInit{1, 4, 3, 0, {0, 1, 2, 3}}).is_ok());
+    const std::vector<std::int32_t> dp = {1, 3};
+    Result<OpMatcher::Split> s = m.split(wire::CommSplit{1, 2, torch_split_color(dp), 3});
+    ASSERT_TRUE(s.is_ok()) << s.status().message();
+    EXPECT_EQ(s.value().info.members, dp);
+    EXPECT_EQ(s.value().info.rank_in_comm, 1);
+    EXPECT_EQ(s.value().seq, 0);
+    EXPECT_EQ(s.value().parent, (std::vector<Rank>{0, 1, 2, 3}));
+    // An arbitrary color: the first slot left, tp.
+    Result<OpMatcher::Split> t = m.split(wire::CommSplit{1, 3, 77, 3});
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    EXPECT_EQ(t.value().info.members, (std::vector<std::int32_t>{2, 3}));
+    EXPECT_EQ(t.value().seq, 1);
+    ASSERT_TRUE(m.match(op(3, wire::OpCode::kAllReduce, 64)).is_ok());
+    ASSERT_TRUE(m.match(op(2, wire::OpCode::kBroadcast, 32, 1, DType::kFloat32)).is_ok());
+    const Result<OpMatcher::Split> none = m.split(wire::CommSplit{1, 4, 5, 3});
+    ASSERT_FALSE(none.is_ok());
+    EXPECT_THAT(none.status().message(),
+                HasSubstr("rank 3 communicator 4 (split of communicator 1 with color 5): the graph "
+                          "has no communicator left within the parent's 4 ranks"));
+  }
+  {
+    OpMatcher m(g, 0);
+    // Within a parent of {0, 1, 3} (no slot's group) only tp fits, whatever
+    // the color.
+    ASSERT_TRUE(m.declare(wire::CommInit{1, 3, 0, 0, {0, 1, 3}}).is_ok());
+    Result<OpMatcher::Split> s =
+        m.split(wire::CommSplit{1, 2, torch_split_color(std::vector<std::int32_t>{0, 2}), 0});
+    ASSERT_TRUE(s.is_ok()) << s.status().message();
+    EXPECT_EQ(s.value().info.members, (std::vector<std::int32_t>{0, 1}));
+  }
+}
+
+TEST(OpMatcherTest, RejectsSplitsOfUnknownParentsAndKnownHandles) {
+  const ExecutionGraph g = grid();
+  OpMatcher m(g, 0);
+  const Result<OpMatcher::Split> orphan = m.split(wire::CommSplit{1, 2, 0, 0});
+  ASSERT_FALSE(orphan.is_ok());
+  EXPECT_THAT(orphan.status().message(), HasSubstr("the parent was never declared"));
+  ASSERT_TRUE(m.declare(wire::CommInit{1, 4, 0, 0, {0, 1, 2, 3}}).is_ok());
+  const Result<OpMatcher::Split> twice = m.split(wire::CommSplit{1, 1, 0, 0});
+  ASSERT_FALSE(twice.is_ok());
+  EXPECT_THAT(twice.status().message(), HasSubstr("declared twice"));
 }
 
 }  // namespace

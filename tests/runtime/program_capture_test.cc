@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "runtime/split_color.h"
 #include "wire/connection.h"
 
 namespace prism::runtime {
@@ -91,6 +92,48 @@ TEST(ProgramCaptureTest, EveryOpCompletesWhenEnteredAndEverythingIsRecorded) {
         "\"type\":\"complete\"", "\"type\":\"wait\"", "\"marker\":\"iteration_begin\"",
         "\"type\":\"compute\"", "\"type\":\"bye\""}) {
     EXPECT_THAT(json, HasSubstr(want));
+  }
+}
+
+// PyTorch's new_group over every rank splits the world with the color of
+// all its ranks: the capture answers with the world. Any other color would
+// need the virtual ranks' colors.
+TEST(ProgramCaptureTest, ASplitKeepingTheWorldIsAnsweredAndOthersEndTheCapture) {
+  const std::vector<std::int32_t> world = {0, 1, 2, 3, 4, 5, 6, 7};
+  {
+    Running c;
+    std::unique_ptr<Connection> r = open_rank(c.address);
+    ASSERT_TRUE(r);
+    receive(*r);
+    ASSERT_TRUE(r->send(CommInit{0, 8, 2, 0, {}}).is_ok());
+    ASSERT_TRUE(r->send(CommSplit{0, 1, torch_split_color(world), 2}).is_ok());
+    const auto info = std::get<CommInfo>(receive(*r));
+    EXPECT_EQ(info.comm, 1u);
+    EXPECT_EQ(info.rank_in_comm, 2);
+    EXPECT_EQ(info.members, world);
+    ASSERT_TRUE(
+        r->send(wire::Op{0, 1, 1, OpCode::kAllReduce, DType::kFloat32, 64, 0, 0, 0, 10}).is_ok());
+    EXPECT_EQ(std::get<Complete>(receive(*r)).op_id, 0u);
+    ASSERT_TRUE(r->send(Bye{0, 20}).is_ok());
+    Result<RankCapture> out = c.result();
+    ASSERT_TRUE(out.is_ok()) << out.status().message();
+    const std::string json = format_capture_json(out.value());
+    EXPECT_THAT(json, HasSubstr("\"type\":\"comm_split\""));
+    EXPECT_THAT(json, HasSubstr("\"type\":\"comm_info\""));
+  }
+  {
+    Running c;
+    std::unique_ptr<Connection> r = open_rank(c.address);
+    ASSERT_TRUE(r);
+    receive(*r);
+    ASSERT_TRUE(r->send(CommInit{0, 8, 2, 0, {}}).is_ok());
+    ASSERT_TRUE(r->send(CommSplit{0, 1, 12345, 2}).is_ok());
+    EXPECT_EQ(std::get<Error>(receive(*r)).code, ErrorCode::kRejected);
+    Result<RankCapture> out = c.result();
+    ASSERT_FALSE(out.is_ok());
+    EXPECT_THAT(out.status().message(),
+                HasSubstr("captured rank 2 split communicator 1 from 0 with color 12345: the "
+                          "capture of one rank can answer only a split that keeps every rank"));
   }
 }
 

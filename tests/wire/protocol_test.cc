@@ -32,6 +32,8 @@ std::vector<Message> every_message() {
       Complete{12, 130'000'000},
       Error{ErrorCode::kMismatch, "rank 3 op 12: the graph has all_gather of 4 MiB here"},
       Horizon{3, 150'000'000},
+      CommSplit{7, 9, 2003953581, 3},
+      CommInfo{9, 1, {1, 3}},
   };
 }
 
@@ -154,7 +156,7 @@ TEST(ProtocolTest, RejectsAnotherVersion) {
 }
 
 TEST(ProtocolTest, RejectsUnknownType) {
-  EXPECT_EQ(rejection(frame(9, 0, "")), "frame 0: unknown message type 9");
+  EXPECT_EQ(rejection(frame(10, 0, "")), "frame 0: unknown message type 10");
 }
 
 TEST(ProtocolTest, RejectsFramesOutOfOrder) {
@@ -199,6 +201,10 @@ TEST(ProtocolTest, RejectsValuesOutOfRange) {
       {Compute{0, 0, -3, "k"}, "frame 0 (compute): duration -3 is negative"},
       {Wait{1, 2, 0, 50, 40}, "frame 0 (wait): until 40 is before at 50"},
       {Horizon{1, -4}, "frame 0 (horizon): at -4 is negative"},
+      {CommSplit{1, 2, -1, 0}, "frame 0 (comm_split): color -1 is negative"},
+      {CommInfo{2, 2, {4, 5}}, "frame 0 (comm_info): rank_in_comm 2 is outside 0..1"},
+      {CommInfo{2, 0, {}}, "frame 0 (comm_info): 0 members, not 1..131072"},
+      {CommInfo{2, 0, {4, -5}}, "frame 0 (comm_info): member -5 is negative"},
   };
   for (const Case& c : cases) EXPECT_EQ(rejection(encode(c.m, 0)), c.why);
 }
@@ -231,6 +237,8 @@ TEST(ProtocolTest, OpCodesFollowCollectiveKinds) {
   EXPECT_EQ(op_code(CollectiveKind::kAllToAll), OpCode::kAllToAll);
   EXPECT_EQ(to_string(OpCode::kRecv), "recv");
   EXPECT_EQ(to_string(MessageType::kCommInit), "comm_init");
+  EXPECT_EQ(to_string(MessageType::kCommSplit), "comm_split");
+  EXPECT_EQ(to_string(MessageType::kCommInfo), "comm_info");
 }
 
 }  // namespace

@@ -76,6 +76,22 @@ TEST(CaptureGraphTest, OneRoleForEveryRankWithTheWorldAsDataParallelSlot) {
   EXPECT_EQ(host.ns, 2500);  // the host's time from 0 to the goodbye, all of it
 }
 
+// PyTorch 2.x makes new_group(all ranks) by ncclCommSplit: the capture
+// answers it with the world, and that answer declares the communicator.
+TEST(CaptureGraphTest, ASplitsAnswerDeclaresItsCommunicator) {
+  const std::string world = "[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]";
+  const std::string events =
+      "{\"type\":\"comm_init\",\"comm\":0,\"nranks\":16,\"rank_in_comm\":3,\"members\":" + world +
+      "},{\"type\":\"comm_split\",\"parent\":0,\"comm\":1,\"color\":7,\"key\":3}," +
+      "{\"type\":\"comm_info\",\"comm\":1,\"nranks\":16,\"rank_in_comm\":3,\"members\":" + world +
+      "}," + op(0, 1000) + "{\"type\":\"bye\",\"at\":2000,\"exit_code\":0}";
+  Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(events), "cap");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  ASSERT_EQ(g.value().slots.size(), 2u);
+  EXPECT_EQ(g.value().slots[1].name, "world2");
+  EXPECT_EQ(g.value().roles[0].ops[1].ref, 1);  // the all-reduce on the split communicator
+}
+
 TEST(CaptureGraphTest, TheHostWaitsWhereTheRankWaited) {
   Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(kTwoSteps), "cap");
   ASSERT_TRUE(g.is_ok()) << g.status().message();

@@ -152,8 +152,6 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myran
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                            ncclConfig_t* config) {
   constexpr const char* fn = "ncclCommSplit";
-  (void)key;
-  (void)config;
   PRISM_NCCL_TRY(check_usable(fn, comm));
   PRISM_NCCL_TRY(check_pointer(fn, newcomm, "newcomm"));
   *newcomm = nullptr;
@@ -161,12 +159,27 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   if (color < 0) {
     return failf(ncclInvalidArgument, fn, "color {} is negative and not NCCL_SPLIT_NOCOLOR", color);
   }
-  return failf(ncclInvalidUsage, fn,
-               "color {}: the new communicator's members depend on the colors the other ranks "
-               "pass, and they are virtual ranks whose colors PrismLLM's NCCL drop-in cannot "
-               "know; create the communicator with ncclGetUniqueId and ncclCommInitRank (or "
-               "ncclCommInitRankConfig) instead",
-               color);
+  if (config != nullptr && config->magic != kConfigMagic) {
+    return fail(ncclInvalidArgument, fn,
+                "config was not initialized with NCCL_CONFIG_INITIALIZER (bad magic)");
+  }
+  return guarded(fn, [&] {
+    // The members depend on the colors of ranks that are virtual: the
+    // coordinator picks the new communicator among the job's (docs/nccl-shim.md).
+    Shim& shim = Shim::get();
+    std::lock_guard lock(shim.client_mu());
+    prism_client* c = nullptr;
+    PRISM_NCCL_TRY(shim.connect(fn, &c));
+    auto split = std::make_unique<ncclComm>();
+    split->handle = shim.next_comm_handle();
+    split->cu_device = comm->cu_device;
+    const prism_status s = prism_comm_split(c, comm->handle, color, key, split->handle,
+                                            &split->nranks, &split->rank, nullptr, 0);
+    if (s != PRISM_OK) return shim.client_error(fn, s);
+    shim.add_comm(split.get());
+    *newcomm = split.release();
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {

@@ -41,11 +41,27 @@ constexpr const char* kGraph = R"({"format": "prism-graph", "version": 1, "name"
  ]}],
  "assign": [{"role": "r", "ranks": "0-3"}]})";
 
-// The coordinator over kGraph with rank 0 live, and nccl_program in `mode`
+// Rank 0's ops are run_split() in nccl_program.c: communicators split from
+// the world. The slots are listed pairs first: the first split names
+// "evens" by PyTorch's color for ranks {0, 2}, the second passes another
+// color and takes the first slot left, "pairs".
+constexpr const char* kSplitGraph = R"({"format": "prism-graph", "version": 1, "name": "split",
+ "layout": {"world_size": 4, "gpus_per_node": 4},
+ "slots": [{"name": "world", "kind": "group", "dims": ["rank"]},
+           {"name": "pairs", "kind": "group", "groups": [[0, 1], [2, 3]]},
+           {"name": "evens", "kind": "group", "groups": [[0, 2], [1, 3]]}],
+ "roles": [{"name": "r", "streams": ["s"], "ops": [
+   {"kind": "collective", "stream": "s", "collective": "all_reduce", "slot": "world", "bytes": 64, "dtype": "fp32"},
+   {"kind": "collective", "stream": "s", "collective": "all_reduce", "slot": "evens", "bytes": 128, "dtype": "fp32"},
+   {"kind": "collective", "stream": "s", "collective": "all_gather", "slot": "pairs", "bytes": 256, "dtype": "fp32"}
+ ]}],
+ "assign": [{"role": "r", "ranks": "0-3"}]})";
+
+// The coordinator over `graph` with rank 0 live, and nccl_program in `mode`
 // as rank 0.
 struct Emulation {
-  explicit Emulation(const std::string& mode) {
-    Result<ExecutionGraph> g = parse_graph_json(kGraph, "nccl-shim.json");
+  explicit Emulation(const std::string& mode, const char* graph = kGraph) {
+    Result<ExecutionGraph> g = parse_graph_json(graph, "nccl-shim.json");
     EXPECT_TRUE(g.is_ok()) << g.status().message();
     if (!g.is_ok()) return;
     AlphaBetaModel network;
@@ -101,6 +117,20 @@ TEST(NcclEmulateTest, ARealRankPlaysItsGraphThroughTheDropIn) {
   // The virtual ranks' 20 us of compute come before the first all-reduce
   // completes, so the live rank's time includes them.
   EXPECT_GE(out.live[0].finish.ns, 20000);
+}
+
+TEST(NcclEmulateTest, SplitCommunicatorsAreTheGraphsGroups) {
+  Emulation e("split", kSplitGraph);
+  ASSERT_TRUE(e.result.is_ok()) << e.result.status().message() << "\n" << e.output;
+  EXPECT_EQ(e.exit_code, 0) << e.output;
+  const runtime::CoordinatorResult& out = e.result.value();
+  ASSERT_EQ(out.live.size(), 1u);
+  EXPECT_EQ(out.live[0].ops, 3);
+  EXPECT_EQ(out.replay.outcome, ReplayResult::Outcome::kCompleted);
+  std::vector<std::vector<std::int32_t>> given;
+  for (const runtime::CaptureEntry& c : out.captures[0].entries)
+    if (const auto* info = std::get_if<wire::CommInfo>(&c.message)) given.push_back(info->members);
+  EXPECT_EQ(given, (std::vector<std::vector<std::int32_t>>{{0, 2}, {0, 1}}));
 }
 
 TEST(NcclEmulateTest, AnOpTheGraphDoesNotHaveFailsWithTheCoordinatorsReason) {

@@ -172,6 +172,29 @@ int run_emulate(void) {
   return 0; /* the goodbye is sent at exit */
 }
 
+/* Rank 0 of kSplitGraph: two communicators split from the world. The first
+ * color is PyTorch's for ranks {0, 2}: abs(hash((0, 2))) % 2**31. */
+int run_split(void) {
+  ncclUniqueId id;
+  ncclComm_t world = NULL, evens = NULL, pairs = NULL;
+  static float x[64];
+  int n = 0, me = -1;
+  OK(ncclGetUniqueId(&id));
+  OK(ncclCommInitRank(&world, 4, id, 0));
+  OK(ncclCommSplit(world, 1684518034, 0, &evens, NULL));
+  OK(ncclCommSplit(world, 5, 0, &pairs, NULL));
+  OK(ncclCommCount(evens, &n));
+  OK(ncclCommUserRank(evens, &me));
+  EXPECT(n == 2 && me == 0);
+  OK(ncclAllReduce(x, x, 16, ncclFloat32, ncclSum, world, NULL));
+  OK(ncclAllReduce(x, x, 32, ncclFloat32, ncclSum, evens, NULL));
+  OK(ncclAllGather(x, x, 32, ncclFloat32, pairs, NULL));
+  OK(ncclCommDestroy(pairs));
+  OK(ncclCommDestroy(evens));
+  OK(ncclCommDestroy(world));
+  return 0;
+}
+
 /* Rank 0 of the same graph enters an all-reduce of other bytes. */
 int run_mismatch(void) {
   ncclUniqueId id;
@@ -190,7 +213,7 @@ int run_mismatch(void) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: nccl_program offline|functional|abort|emulate|mismatch\n");
+    fprintf(stderr, "usage: nccl_program offline|functional|abort|emulate|mismatch|split\n");
     return 2;
   }
   if (strcmp(argv[1], "offline") == 0) return run_offline();
@@ -198,6 +221,7 @@ int main(int argc, char** argv) {
   if (strcmp(argv[1], "abort") == 0) return run_abort();
   if (strcmp(argv[1], "emulate") == 0) return run_emulate();
   if (strcmp(argv[1], "mismatch") == 0) return run_mismatch();
+  if (strcmp(argv[1], "split") == 0) return run_split();
   fprintf(stderr, "nccl_program: unknown mode '%s'\n", argv[1]);
   return 2;
 }

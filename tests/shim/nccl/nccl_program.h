@@ -40,5 +40,6 @@ int run_functional(void);
 int run_abort(void);
 int run_emulate(void);
 int run_mismatch(void);
+int run_split(void);
 
 #endif /* PRISM_TESTS_NCCL_PROGRAM_H_ */

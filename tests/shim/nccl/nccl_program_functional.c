@@ -75,9 +75,18 @@ static void argument_errors(ncclComm_t world) {
   ncclComm_t out = (ncclComm_t)(uintptr_t)1;
   OK(ncclCommSplit(world, NCCL_SPLIT_NOCOLOR, 0, &out, NULL));
   EXPECT(out == NULL);
-  EXPECT_ERROR(pncclCommSplit(world, 1, 0, &out, NULL), ncclInvalidUsage,
-               "create the communicator with ncclGetUniqueId and ncclCommInitRank");
   EXPECT_ERROR(ncclCommSplit(world, -7, 0, &out, NULL), ncclInvalidArgument, "color -7");
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  EXPECT_ERROR(ncclCommSplit(world, 1, 0, &out, &bad), ncclInvalidArgument, "bad magic");
+  /* A color: the coordinator says the members (the fake one: ranks 1 and 3). */
+  int n = 0, me = -1;
+  OK(pncclCommSplit(world, 1, 7, &out, NULL));
+  EXPECT(out != NULL);
+  OK(ncclCommCount(out, &n));
+  OK(ncclCommUserRank(out, &me));
+  EXPECT(n == 2 && me == 0);
+  OK(ncclCommDestroy(out));
 }
 
 static void reductions(ncclComm_t world, ncclComm_t pair) {

@@ -58,6 +58,8 @@ class FakeCoordinator : public wire::ServerHandler {
                              : std::count(answered_.begin(), answered_.end(), w->op_id) > 0;
       if (w->until != wire::kNoLimit && !woken)
         server_.send(peer, wire::Horizon{w->wait_id, w->until});
+    } else if (const auto* split = std::get_if<wire::CommSplit>(&m)) {
+      server_.send(peer, wire::CommInfo{split->comm, 0, {1, 3}});
     } else if (std::holds_alternative<wire::Bye>(m)) {
       server_.close(peer);
     }
@@ -142,6 +144,13 @@ TEST(NcclShimTest, EveryImplementedEntryPointReachesTheCoordinator) {
     EXPECT_TRUE(comms[i].members.empty());  // ncclCommInitRank does not know them
     EXPECT_EQ(comms[i].id_hash, printed(out, "id_hash " + std::to_string(i)));
   }
+
+  const auto splits = f.seen_of<wire::CommSplit>();
+  ASSERT_EQ(splits.size(), 1u);  // NOCOLOR, a negative color and a bad config stay local
+  EXPECT_EQ(splits[0].parent, 0u);
+  EXPECT_EQ(splits[0].color, 1);
+  EXPECT_EQ(splits[0].key, 7);
+  EXPECT_GE(splits[0].comm, 3u);  // after the three ncclCommInitRank handles
 
   using C = wire::OpCode;
   using D = DType;
