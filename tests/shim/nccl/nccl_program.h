@@ -40,6 +40,8 @@ int run_functional(void);
 int run_abort(void);
 int run_emulate(void);
 int run_mismatch(void);
+/* Not NCCL's: the drop-in's iteration marker (src/shim/nccl/api_prism.cc). */
+ncclResult_t prismNcclMarker(int code, int value);
 int run_split(void);
 
 #endif /* PRISM_TESTS_NCCL_PROGRAM_H_ */

@@ -130,6 +130,8 @@ static void memory(ncclComm_t world, ncclComm_t pair) {
 int run_functional(void) {
   ncclComm_t world = NULL, pair = NULL, wide = NULL;
   init_comms(&world, &pair, &wide);
+  OK(prismNcclMarker(0, 1)); /* connected now: the marker is sent */
+  EXPECT_ERROR(prismNcclMarker(9, 0), ncclInvalidArgument, "marker code 9 is not 0..3");
   collectives(world);
   argument_errors(world);
   reductions(world, pair);

@@ -145,6 +145,11 @@ TEST(NcclShimTest, EveryImplementedEntryPointReachesTheCoordinator) {
     EXPECT_EQ(comms[i].id_hash, printed(out, "id_hash " + std::to_string(i)));
   }
 
+  const auto markers = f.seen_of<wire::Marker>();  // prismNcclMarker
+  ASSERT_EQ(markers.size(), 1u);
+  EXPECT_EQ(markers[0].code, wire::MarkerCode::kIterationBegin);
+  EXPECT_EQ(markers[0].value, 1);
+
   const auto splits = f.seen_of<wire::CommSplit>();
   ASSERT_EQ(splits.size(), 1u);  // NOCOLOR, a negative color and a bad config stay local
   EXPECT_EQ(splits[0].parent, 0u);

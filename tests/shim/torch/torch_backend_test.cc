@@ -171,6 +171,32 @@ TEST_F(TorchBackendTest, DdpTrainsAndMarksIterations) {
   EXPECT_EQ(bye[0].exit_code, 0);
 }
 
+// PyTorch's own ProcessGroupNCCL on the NCCL drop-in (PRISM_NCCL_DROPIN=1):
+// the backend stays the program's, new groups are declared to the store,
+// and the markers go through the drop-in's connection (prismNcclMarker).
+TEST_F(TorchBackendTest, WithTheNcclDropInTheBackendStaysAndGroupsAreDeclared) {
+  const std::string dropin = PRISM_BINARY_DIR "/lib/libnccl.so.2";
+  if (!std::filesystem::exists(dropin)) GTEST_SKIP() << "the NCCL drop-in was not built";
+  FakeCoordinator f;
+  Env env = rank_env(f.address(), 0, kTimeoutMs);
+  env["PRISM_NCCL_DROPIN"] = "1";
+  env["LD_PRELOAD"] = dropin;
+  env["WORLD_SIZE"] = "1";
+  const RunResult r = run_script("dropin.py", env);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("backend gloo"));
+  EXPECT_THAT(r.output, HasSubstr("declared 1 0"));
+  EXPECT_THAT(r.output, Not(HasSubstr("runs on PrismLLM's emulated backend")));
+  std::vector<wire::MarkerCode> codes;
+  for (const wire::Marker& m : f.seen_of<wire::Marker>()) codes.push_back(m.code);
+  using wire::MarkerCode;
+  EXPECT_EQ(codes, (std::vector<MarkerCode>{MarkerCode::kIterationBegin, MarkerCode::kIterationEnd,
+                                            MarkerCode::kIterationBegin, MarkerCode::kIterationEnd,
+                                            MarkerCode::kIterationBegin}));
+  EXPECT_EQ(f.seen_of<wire::Hello>().size(), 1u);  // one connection: the drop-in's
+  ASSERT_EQ(f.seen_of<wire::Bye>().size(), 1u);
+}
+
 TEST_F(TorchBackendTest, AbortedEmulationFailsAWaitingProgram) {
   for (const std::string mode : {"wait", "future"}) {
     SCOPED_TRACE(mode);

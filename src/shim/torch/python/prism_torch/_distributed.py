@@ -11,6 +11,13 @@ or later on an imported torch:
 - replaces ProcessGroupGloo, ProcessGroupNCCL, ... with stand-ins that refuse
   to be constructed: a group built directly cannot be interposed;
 - says goodbye to the coordinator at exit.
+
+With PRISM_NCCL_DROPIN=1 the program's own backends stay: PrismLLM's NCCL
+drop-in (libnccl.so.2, loaded with LD_PRELOAD) carries the communication of
+ProcessGroupNCCL. Then only new_group is wrapped, to declare each group's
+ranks to the emulated rendezvous store (`prism/group/<name>`), so that the
+store can answer for the NCCL ids of groups whose root is virtual
+(docs/rendezvous.md).
 """
 
 import atexit
@@ -118,11 +125,60 @@ def _note_failure(hook):
     return excepthook
 
 
+def dropin():
+    """Whether the NCCL drop-in carries the program's communication."""
+    return os.environ.get("PRISM_NCCL_DROPIN") == "1"
+
+
+def _group_name(c10d, pg):
+    """The name torch gave group `pg` (the prefix of its store keys), or None
+    on a rank that is not a member."""
+    if pg is None or pg is getattr(c10d.GroupMember, "NON_GROUP_MEMBER", object()):
+        return None
+    name = getattr(pg, "group_name", None)  # torch >= 2.2
+    if name:
+        return str(name)
+    names = getattr(getattr(c10d, "_world", None), "pg_names", None)  # torch 2.0, 2.1
+    if names is None:
+        names = getattr(c10d, "_pg_names", {})  # torch 1.13
+    return names.get(pg)
+
+
+def _declaring(c10d, new_group):
+    """new_group that declares the group's ranks to the store once made."""
+
+    @functools.wraps(new_group)
+    def wrapper(ranks=None, *args, **kwargs):
+        pg = new_group(ranks, *args, **kwargs)
+        name = _group_name(c10d, pg)
+        if name is not None:
+            members = sorted(ranks) if ranks else range(c10d.get_world_size())
+            c10d._get_default_store().set(f"prism/group/{name}", ",".join(map(str, members)))
+        return pg
+
+    wrapper._prism_wrapped = True
+    return wrapper
+
+
+def _set(c10d, patched):
+    """Replaces names in c10d. torch.distributed copies them from c10d once
+    it has loaded; when it already has, its copies are replaced as well."""
+    dist = sys.modules.get("torch.distributed")
+    for name, value in patched.items():
+        original = getattr(c10d, name)
+        setattr(c10d, name, value)
+        if dist is not None and getattr(dist, name, None) is original:
+            setattr(dist, name, value)
+
+
 def install_distributed(c10d):
     """Installs the backend into torch.distributed.distributed_c10d, once."""
     if getattr(c10d, "_prism_installed", False):
         return
     c10d._prism_installed = True
+    if dropin():
+        _set(c10d, {"new_group": _declaring(c10d, c10d.new_group)})
+        return
     # torch 1.13's env:// rendezvous with TORCHELASTIC_USE_AGENT_STORE reads
     # TORCHELASTIC_RESTART_COUNT, which torchrun sets and prism emulate need not.
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
@@ -136,13 +192,6 @@ def install_distributed(c10d):
         real = getattr(c10d, name, None)
         if isinstance(real, type):
             patched[name] = _refused(real)
-    # torch.distributed copies these names from this module once it has
-    # loaded; when it already has, its copies are replaced as well.
-    dist = sys.modules.get("torch.distributed")
-    for name, value in patched.items():
-        original = getattr(c10d, name)
-        setattr(c10d, name, value)
-        if dist is not None and getattr(dist, name, None) is original:
-            setattr(dist, name, value)
+    _set(c10d, patched)
     atexit.register(_goodbye)
     sys.excepthook = _note_failure(sys.excepthook)

@@ -1,0 +1,31 @@
+// The drop-in's one export that is not NCCL's: prismNcclMarker lets a
+// frontend in the same process send iteration markers through the drop-in's
+// connection, which is the rank's only one (docs/nccl-shim.md, "Iteration
+// markers"). prism_torch calls it through ctypes when the NCCL drop-in
+// carries a PyTorch program's communication (PRISM_NCCL_DROPIN=1).
+#include <mutex>
+
+#include "shim/nccl/shim.h"
+
+using namespace prism::nccl;
+
+extern "C" {
+
+// code: 0 iteration begin, 1 iteration end, 2 micro-batch, 3 phase (as
+// prism_marker). Before the rank has connected (no communicator yet) there
+// is nothing to mark: ncclSuccess, nothing sent.
+__attribute__((visibility("default"))) ncclResult_t prismNcclMarker(int code, int value) {
+  constexpr const char* fn = "prismNcclMarker";
+  if (code < 0 || code > 3)
+    return failf(ncclInvalidArgument, fn, "marker code {} is not 0..3", code);
+  return guarded(fn, [&] {
+    Shim& shim = Shim::get();
+    std::lock_guard lock(shim.client_mu());
+    prism_client* c = shim.connected();
+    if (c == nullptr) return ncclSuccess;
+    const prism_status s = prism_marker(c, code, value);
+    return s == PRISM_OK ? ncclSuccess : shim.client_error(fn, s);
+  });
+}
+
+}  // extern "C"
