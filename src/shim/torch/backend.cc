@@ -267,9 +267,27 @@ Work PrismBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                  std::vector<std::int64_t>& input_splits,
                                  const c10d::AllToAllOptions&) {
   const Payload p = payload_of(input, "alltoall_base");
-  for (const auto* splits : {&output_splits, &input_splits}) {
-    TORCH_CHECK(splits->empty() || static_cast<int>(splits->size()) == size_,
-                "prism: alltoall_base: ", splits->size(), " split sizes in a group of ", size_);
+  // As ProcessGroupNCCL and Gloo check: a tensor is cut exactly by its
+  // split sizes, or evenly among the group without them.
+  const std::pair<const std::vector<std::int64_t>*, const at::Tensor*> sides[] = {
+      {&output_splits, &output}, {&input_splits, &input}};
+  for (const auto& [splits, tensor] : sides) {
+    const char* side = splits == &output_splits ? "output" : "input";
+    const std::int64_t rows = tensor->dim() == 0 ? 1 : tensor->size(0);
+    if (splits->empty()) {
+      TORCH_CHECK(rows % size_ == 0, "prism: alltoall_base: the ", side, " tensor's ", rows,
+                  " rows do not split evenly among ", size_, " ranks");
+      continue;
+    }
+    TORCH_CHECK(static_cast<int>(splits->size()) == size_, "prism: alltoall_base: ", splits->size(),
+                " ", side, " split sizes in a group of ", size_);
+    std::int64_t sum = 0;
+    for (const std::int64_t n : *splits) {
+      TORCH_CHECK(n >= 0, "prism: alltoall_base: ", side, " split size ", n, " is negative");
+      sum += n;
+    }
+    TORCH_CHECK(sum == rows, "prism: alltoall_base: ", side, " split sizes add up to ", sum,
+                " rows, the tensor has ", rows);
   }
   return launch({"alltoall_base",
                  OpType::ALLTOALL_BASE,

@@ -117,6 +117,12 @@ try:
 except RuntimeError as e:
     print(f"REFUSED: {e}", flush=True)
 
+try:
+    dist.all_to_all_single(torch.zeros(8), torch.ones(8), [2, 2, 2, 1], [2, 2, 2, 2])
+    check(False, "split sizes that do not add up accepted")
+except RuntimeError as e:
+    print(f"REFUSED: {e}", flush=True)
+
 dist.destroy_process_group(sub)
 dist.all_reduce(torch.ones(1))
 dist.destroy_process_group()

@@ -68,6 +68,8 @@ TEST_F(TorchBackendTest, EveryCollectiveReachesTheCoordinator) {
               HasSubstr("prism: torch.distributed backend 'gloo' runs on PrismLLM's emulated"));
   EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: allreduce: element type Short has no "
                                   "PrismLLM code"));
+  EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: alltoall_base: output split sizes add up to "
+                                  "7 rows, the tensor has 8"));
 
   const auto hello = f.seen_of<wire::Hello>();
   ASSERT_EQ(hello.size(), 1u);
