@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build
   nlohmann-json3-dev libcli11-dev libfmt-dev libyaml-cpp-dev libabsl-dev libasio-dev
   libgtest-dev libgmock-dev
+  protobuf-compiler libprotobuf-dev
   clang-format
   # PyTorch programs as real ranks: the c10d backend builds against
   # libtorch-dev and pybind11 and runs under python3-torch (CPU).

@@ -1,0 +1,110 @@
+#include "chakra/et_file.h"
+
+#include <cstdint>
+
+#include <fmt/format.h>
+
+namespace prism::chakra {
+namespace {
+
+constexpr int kMaxVarintBytes = 5;
+
+void append_varint32(std::uint32_t v, std::string* out) {
+  while (v > 0x7f) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+// Why the length prefix at `pos` is bad, or nullptr; `*len` gets the length
+// and `*pos` moves past the prefix.
+const char* read_varint32(std::string_view bytes, std::size_t* pos, std::uint32_t* len) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < kMaxVarintBytes; ++i) {
+    if (*pos >= bytes.size()) return "the file ends inside a length prefix";
+    const auto b = static_cast<unsigned char>(bytes[(*pos)++]);
+    v |= static_cast<std::uint64_t>(b & 0x7f) << (7 * i);
+    if ((b & 0x80) == 0) {
+      if (v > UINT32_MAX) break;
+      *len = static_cast<std::uint32_t>(v);
+      return nullptr;
+    }
+  }
+  return "bad length prefix (not a varint32)";
+}
+
+// The message at `*pos`, moving past it; `where()` starts error messages
+// (formatted only for an error).
+template <typename Where>
+Result<std::string_view> next_message(std::string_view bytes, std::size_t* pos, Where where) {
+  std::uint32_t n = 0;
+  if (const char* bad = read_varint32(bytes, pos, &n))
+    return Status::invalid_argument(fmt::format("{}: {}", where(), bad));
+  if (n > bytes.size() - *pos) {
+    return Status::invalid_argument(
+        fmt::format("{}: truncated message: its prefix says {} bytes, the file has {} left",
+                    where(), n, bytes.size() - *pos));
+  }
+  const std::string_view out = bytes.substr(*pos, n);
+  *pos += n;
+  return out;
+}
+
+// How many messages follow `pos` (a malformed tail counts as one: decoding
+// proper names the problem).
+std::size_t count_messages(std::string_view bytes, std::size_t pos) {
+  std::size_t count = 0;
+  while (pos < bytes.size()) {
+    std::uint32_t n = 0;
+    ++count;
+    if (read_varint32(bytes, &pos, &n) != nullptr || n > bytes.size() - pos) break;
+    pos += n;
+  }
+  return count;
+}
+
+}  // namespace
+
+void append_delimited(const google::protobuf::MessageLite& msg, std::string* out) {
+  const std::size_t n = msg.ByteSizeLong();
+  append_varint32(static_cast<std::uint32_t>(n), out);
+  const std::size_t at = out->size();
+  out->resize(at + n);
+  msg.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(out->data() + at));
+}
+
+Result<EtFile> decode_et(std::string_view bytes, const std::string& source) {
+  using ChakraProtoMsg::GlobalMetadata;
+  using ChakraProtoMsg::Node;
+  using google::protobuf::Arena;
+  if (bytes.empty()) {
+    return Status::invalid_argument(
+        fmt::format("{}: empty file (a trace starts with a GlobalMetadata)", source));
+  }
+  EtFile out;
+  out.arena = std::make_unique<Arena>();
+  std::size_t pos = 0;
+  auto at_start = [&] { return fmt::format("{}: byte 0", source); };
+  PRISM_ASSIGN_OR_RETURN(const std::string_view meta, next_message(bytes, &pos, at_start));
+  auto* metadata = Arena::CreateMessage<GlobalMetadata>(out.arena.get());
+  if (!metadata->ParseFromArray(meta.data(), static_cast<int>(meta.size())))
+    return Status::invalid_argument(
+        fmt::format("{}: the GlobalMetadata does not parse", at_start()));
+  out.metadata = metadata;
+  out.nodes.reserve(count_messages(bytes, pos));
+  while (pos < bytes.size()) {
+    const std::size_t at = pos;
+    auto where = [&] {
+      return fmt::format("{}: byte {} (node message {})", source, at, out.nodes.size());
+    };
+    PRISM_ASSIGN_OR_RETURN(const std::string_view msg, next_message(bytes, &pos, where));
+    auto* node = Arena::CreateMessage<Node>(out.arena.get());
+    if (!node->ParseFromArray(msg.data(), static_cast<int>(msg.size())))
+      return Status::invalid_argument(fmt::format("{}: the Node does not parse", where()));
+    out.nodes.push_back(node);
+  }
+  return out;
+}
+
+}  // namespace prism::chakra
