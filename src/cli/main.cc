@@ -10,6 +10,7 @@
 
 #include "cli/collective_command.h"
 #include "cli/emulate_command.h"
+#include "cli/interop_command.h"
 #include "cli/memory_command.h"
 #include "cli/replay_command.h"
 #include "cli/simulate_command.h"
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
   const prism::BuildCommand build(app);
   const prism::MemoryCommand memory(app);
   const prism::EmulateCommand emulate(app);
+  const prism::ImportCommand import(app);
+  const prism::ExportCommand export_(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -72,6 +75,8 @@ int main(int argc, char** argv) {
     if (build.selected()) return finish(build.run());
     if (memory.selected()) return finish(memory.run());
     if (emulate.selected()) return finish(emulate.run());
+    if (import.selected()) return finish(import.run());
+    if (export_.selected()) return finish(export_.run());
   } catch (const std::exception& e) {  // e.g. out of memory: still one error line
     return fail(e.what());
   }
