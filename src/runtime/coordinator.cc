@@ -222,7 +222,7 @@ Status Coordinator::Impl::enter(Session& s, const wire::Op& op) {
 // ranks of one group, one color.
 Status Coordinator::Impl::split(Session& s, const wire::CommSplit& m) {
   PRISM_ASSIGN_OR_RETURN(OpMatcher::Split got, s.matcher.split(m));
-  const std::vector<Rank> group(got.info.members.begin(), got.info.members.end());
+  const std::vector<Rank>& group = got.info.members;
   for (const auto& [key, given] : splits_) {
     const auto& [parent, seq, color] = key;
     const auto& [other, other_group] = given;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -171,9 +172,9 @@ class ProgramCapture::Impl : public wire::ServerHandler {
   // empty: unknown.
   std::vector<std::int32_t> members_of(const wire::CommInit& c) const {
     if (!c.members.empty()) return c.members;
-    std::vector<std::int32_t> world;
-    if (c.nranks == options_.world_size && c.rank_in_comm == options_.rank)
-      for (std::int32_t r = 0; r < c.nranks; ++r) world.push_back(r);
+    if (c.nranks != options_.world_size || c.rank_in_comm != options_.rank) return {};
+    std::vector<std::int32_t> world(static_cast<std::size_t>(c.nranks));
+    std::iota(world.begin(), world.end(), 0);
     return world;
   }
 

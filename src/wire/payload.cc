@@ -113,20 +113,21 @@ void write(Writer& w, const Hello& m) {
   w.put(m.rank), w.put(m.world_size), w.put(m.local_rank), w.put(m.pid);
   w.put_string(m.program);
 }
+void write_members(Writer& w, const std::vector<std::int32_t>& members) {
+  PRISM_CHECK(members.size() <= kMaxMembers, "wire: communicator beyond kMaxMembers");
+  w.put(static_cast<std::uint32_t>(members.size()));
+  for (std::int32_t r : members) w.put(r);
+}
 void write(Writer& w, const CommInit& m) {
   w.put(m.comm), w.put(m.nranks), w.put(m.rank_in_comm), w.put(m.id_hash);
-  PRISM_CHECK(m.members.size() <= kMaxMembers, "wire: communicator beyond kMaxMembers");
-  w.put(static_cast<std::uint32_t>(m.members.size()));
-  for (std::int32_t r : m.members) w.put(r);
+  write_members(w, m.members);
 }
 void write(Writer& w, const CommSplit& m) {
   w.put(m.parent), w.put(m.comm), w.put(m.color), w.put(m.key);
 }
 void write(Writer& w, const CommInfo& m) {
   w.put(m.comm), w.put(m.rank_in_comm);
-  PRISM_CHECK(m.members.size() <= kMaxMembers, "wire: communicator beyond kMaxMembers");
-  w.put(static_cast<std::uint32_t>(m.members.size()));
-  for (std::int32_t r : m.members) w.put(r);
+  write_members(w, m.members);
 }
 void write(Writer& w, const Op& m) {
   w.put(m.op_id), w.put(m.comm), w.put(m.stream), w.put(static_cast<std::uint8_t>(m.code));
@@ -179,6 +180,15 @@ Hello read_hello(Reader& r) {
   return m;
 }
 
+// `n` global ranks, each non-negative; stops at the first failure.
+void read_members(Reader& r, std::uint32_t n, std::vector<std::int32_t>* out) {
+  for (std::uint32_t i = 0; r.ok() && i < n && i <= kMaxMembers; ++i) {
+    const auto member = r.get<std::int32_t>("members");
+    r.non_negative(member, "member");
+    out->push_back(member);
+  }
+}
+
 CommInit read_comm_init(Reader& r) {
   CommInit m;
   m.comm = r.get<std::uint32_t>("comm");
@@ -191,11 +201,7 @@ CommInit read_comm_init(Reader& r) {
     r.fail(fmt::format("rank_in_comm {} is outside 0..{}", m.rank_in_comm, m.nranks - 1));
   if (n != 0 && n != static_cast<std::uint32_t>(m.nranks))
     r.fail(fmt::format("{} members for a communicator of {} ranks", n, m.nranks));
-  for (std::uint32_t i = 0; i < n && i <= kMaxMembers; ++i) {
-    const auto member = r.get<std::int32_t>("members");
-    r.non_negative(member, "member");
-    m.members.push_back(member);
-  }
+  read_members(r, n, &m.members);
   return m;
 }
 
@@ -218,11 +224,7 @@ CommInfo read_comm_info(Reader& r) {
     r.fail(fmt::format("{} members, not 1..{}", n, kMaxMembers));
   if (r.ok() && (m.rank_in_comm < 0 || static_cast<std::uint32_t>(m.rank_in_comm) >= n))
     r.fail(fmt::format("rank_in_comm {} is outside 0..{}", m.rank_in_comm, n - 1));
-  for (std::uint32_t i = 0; r.ok() && i < n; ++i) {
-    const auto member = r.get<std::int32_t>("members");
-    r.non_negative(member, "member");
-    m.members.push_back(member);
-  }
+  read_members(r, n, &m.members);
   return m;
 }
 

@@ -15,6 +15,32 @@ constexpr unsigned kConfigMagic = 0xcafebeef;  // NCCL_CONFIG_INITIALIZER's
 // No padding: an id, or an array of them, hashes as its bytes.
 static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES);
 
+ncclResult_t check_config(const char* fn, const ncclConfig_t* config) {
+  if (config != nullptr && config->magic != kConfigMagic) {
+    return fail(ncclInvalidArgument, fn,
+                "config was not initialized with NCCL_CONFIG_INITIALIZER (bad magic)");
+  }
+  return ncclSuccess;
+}
+
+// Connects, makes a handle and lets `declare(client, comm)` tell the
+// coordinator about it (filling in what the answer says), then registers
+// the communicator as *out.
+template <typename Declare>
+ncclResult_t make_comm(const char* fn, ncclComm_t* out, Declare&& declare) {
+  Shim& shim = Shim::get();
+  std::lock_guard lock(shim.client_mu());
+  prism_client* c = nullptr;
+  PRISM_NCCL_TRY(shim.connect(fn, &c));
+  auto comm = std::make_unique<ncclComm>();
+  comm->handle = shim.next_comm_handle();
+  const prism_status s = declare(c, *comm);
+  if (s != PRISM_OK) return shim.client_error(fn, s);
+  shim.add_comm(comm.get());
+  *out = comm.release();
+  return ncclSuccess;
+}
+
 // Declares a communicator to the coordinator and makes its handle. The
 // members' global ranks are not known (only the size and this rank's
 // position), so the coordinator matches it among the job's communicators.
@@ -25,24 +51,14 @@ ncclResult_t init(const char* fn, ncclComm_t* out, int nranks, int rank, std::ui
   if (nranks < 1) return failf(ncclInvalidArgument, fn, "nranks {} is below 1", nranks);
   if (rank < 0 || rank >= nranks)
     return failf(ncclInvalidArgument, fn, "rank {} is outside 0..{}", rank, nranks - 1);
-  if (config != nullptr && config->magic != kConfigMagic) {
-    return fail(ncclInvalidArgument, fn,
-                "config was not initialized with NCCL_CONFIG_INITIALIZER (bad magic)");
-  }
-  Shim& shim = Shim::get();
-  std::lock_guard lock(shim.client_mu());
-  prism_client* c = nullptr;
-  PRISM_NCCL_TRY(shim.connect(fn, &c));
-  auto comm = std::make_unique<ncclComm>();
-  comm->handle = shim.next_comm_handle();
-  comm->nranks = nranks;
-  comm->rank = rank;
-  comm->cu_device = shim.device().cu_device(shim.local_rank());
-  const prism_status s = prism_comm_init(c, comm->handle, nranks, rank, nullptr, id_hash);
-  if (s != PRISM_OK) return shim.client_error(fn, s);
-  shim.add_comm(comm.get());
-  *out = comm.release();
-  return ncclSuccess;
+  PRISM_NCCL_TRY(check_config(fn, config));
+  return make_comm(fn, out, [&](prism_client* c, ncclComm& comm) {
+    Shim& shim = Shim::get();
+    comm.nranks = nranks;
+    comm.rank = rank;
+    comm.cu_device = shim.device().cu_device(shim.local_rank());  // known once connected
+    return prism_comm_init(c, comm.handle, nranks, rank, nullptr, id_hash);
+  });
 }
 
 // Forgets the communicator and frees it with what it registered.
@@ -159,26 +175,15 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   if (color < 0) {
     return failf(ncclInvalidArgument, fn, "color {} is negative and not NCCL_SPLIT_NOCOLOR", color);
   }
-  if (config != nullptr && config->magic != kConfigMagic) {
-    return fail(ncclInvalidArgument, fn,
-                "config was not initialized with NCCL_CONFIG_INITIALIZER (bad magic)");
-  }
+  PRISM_NCCL_TRY(check_config(fn, config));
   return guarded(fn, [&] {
     // The members depend on the colors of ranks that are virtual: the
     // coordinator picks the new communicator among the job's (docs/nccl-shim.md).
-    Shim& shim = Shim::get();
-    std::lock_guard lock(shim.client_mu());
-    prism_client* c = nullptr;
-    PRISM_NCCL_TRY(shim.connect(fn, &c));
-    auto split = std::make_unique<ncclComm>();
-    split->handle = shim.next_comm_handle();
-    split->cu_device = comm->cu_device;
-    const prism_status s = prism_comm_split(c, comm->handle, color, key, split->handle,
-                                            &split->nranks, &split->rank, nullptr, 0);
-    if (s != PRISM_OK) return shim.client_error(fn, s);
-    shim.add_comm(split.get());
-    *newcomm = split.release();
-    return ncclSuccess;
+    return make_comm(fn, newcomm, [&](prism_client* c, ncclComm& split) {
+      split.cu_device = comm->cu_device;
+      return prism_comm_split(c, comm->handle, color, key, split.handle, &split.nranks, &split.rank,
+                              nullptr, 0);
+    });
   });
 }
 
