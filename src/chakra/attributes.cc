@@ -1,6 +1,8 @@
 #include "chakra/attributes.h"
 
+#include <array>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -8,6 +10,16 @@ namespace prism::chakra {
 namespace {
 
 using ChakraProtoMsg::AttributeProto;
+
+constexpr std::array<std::pair<CollectiveKind, ChakraProtoMsg::CollectiveCommType>, 7> kCommTypes{{
+    {CollectiveKind::kAllReduce, ChakraProtoMsg::ALL_REDUCE},
+    {CollectiveKind::kAllGather, ChakraProtoMsg::ALL_GATHER},
+    {CollectiveKind::kReduceScatter, ChakraProtoMsg::REDUCE_SCATTER},
+    {CollectiveKind::kBroadcast, ChakraProtoMsg::BROADCAST},
+    {CollectiveKind::kReduce, ChakraProtoMsg::REDUCE},
+    {CollectiveKind::kAllToAll, ChakraProtoMsg::ALL_TO_ALL},
+    {CollectiveKind::kBarrier, ChakraProtoMsg::BARRIER},
+}};
 
 AttributeProto* add(Attrs* attrs, std::string_view name) {
   AttributeProto* a = attrs->Add();
@@ -26,6 +38,19 @@ std::vector<std::int64_t> widen(const List& list) {
 }
 
 }  // namespace
+
+ChakraProtoMsg::CollectiveCommType comm_type_of(CollectiveKind k) {
+  for (const auto& [kind, type] : kCommTypes)
+    if (kind == k) return type;
+  return ChakraProtoMsg::ALL_REDUCE;
+}
+
+std::optional<CollectiveKind> collective_of(std::int64_t comm_type) {
+  if (comm_type == ChakraProtoMsg::REDUCE_SCATTER_BLOCK) return CollectiveKind::kReduceScatter;
+  for (const auto& [kind, type] : kCommTypes)
+    if (type == comm_type) return kind;
+  return std::nullopt;
+}
 
 std::string Place::str() const {
   return node_ ? fmt::format("{}: node {}", text_, *node_) : std::string(text_);

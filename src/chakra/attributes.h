@@ -12,6 +12,7 @@
 
 #include "chakra/et_def.pb.h"
 #include "util/status.h"
+#include "util/vocab.h"
 
 namespace prism::chakra {
 
@@ -61,6 +62,11 @@ class Place {
   std::string_view text_;
   std::optional<std::uint64_t> node_;
 };
+
+// The comm_type of a collective kind, and back. REDUCE_SCATTER_BLOCK reads as
+// a reduce-scatter; GATHER and SCATTER have no kind (nullopt).
+ChakraProtoMsg::CollectiveCommType comm_type_of(CollectiveKind k);
+std::optional<CollectiveKind> collective_of(std::int64_t comm_type);
 
 void add_bool(Attrs* attrs, std::string_view name, bool v);
 void add_int(Attrs* attrs, std::string_view name, std::int64_t v);

@@ -1,5 +1,6 @@
 #include "chakra/et_file.h"
 
+#include <charconv>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -65,6 +66,26 @@ std::size_t count_messages(std::string_view bytes, std::size_t pos) {
 }
 
 }  // namespace
+
+std::string trace_file_name(std::string_view prefix, long long rank) {
+  return fmt::format("{}.{}.et", prefix, rank);
+}
+
+std::string comm_groups_file_name(std::string_view prefix) {
+  return fmt::format("{}.comm_groups.json", prefix);
+}
+
+bool split_trace_file_name(const std::string& name, std::string* prefix, long long* rank) {
+  if (!name.ends_with(".et")) return false;
+  const std::size_t dot = name.rfind('.', name.size() - 4);
+  if (dot == std::string::npos || dot == 0) return false;
+  const char* first = name.data() + dot + 1;
+  const char* last = name.data() + name.size() - 3;
+  const auto [end, ec] = std::from_chars(first, last, *rank);
+  if (ec != std::errc() || end != last || first == last) return false;
+  *prefix = name.substr(0, dot);
+  return true;
+}
 
 void append_delimited(const google::protobuf::MessageLite& msg, std::string* out) {
   const std::size_t n = msg.ByteSizeLong();

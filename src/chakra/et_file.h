@@ -1,6 +1,7 @@
 // The framing of a Chakra trace file: messages, each preceded by its length
 // as a varint32 (at most 5 bytes, as Chakra's protolib writes it). The first
-// message is a GlobalMetadata, every other one a Node.
+// message is a GlobalMetadata, every other one a Node. Also the names of a
+// job's files (chakra/chakra.h).
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,12 @@
 #include "util/status.h"
 
 namespace prism::chakra {
+
+// "<prefix>.<rank>.et" and "<prefix>.comm_groups.json".
+std::string trace_file_name(std::string_view prefix, long long rank);
+std::string comm_groups_file_name(std::string_view prefix);
+// A trace's file name -> its prefix and rank; false for any other name.
+bool split_trace_file_name(const std::string& name, std::string* prefix, long long* rank);
 
 // Appends `msg`'s length and bytes to `out`.
 void append_delimited(const google::protobuf::MessageLite& msg, std::string* out);

@@ -5,7 +5,6 @@
 // and groups, and a rank with a compute scale has its own durations, so those
 // are encoded per rank.
 #include <algorithm>
-#include <charconv>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -26,26 +25,6 @@ using ChakraProtoMsg::Node;
 
 constexpr std::int64_t kUnscaled = 1'000'000;
 constexpr char kEtVersion[] = "0.0.4";  // Chakra's schema version of these fields
-
-ChakraProtoMsg::CollectiveCommType comm_type(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllReduce:
-      return ChakraProtoMsg::ALL_REDUCE;
-    case CollectiveKind::kAllGather:
-      return ChakraProtoMsg::ALL_GATHER;
-    case CollectiveKind::kReduceScatter:
-      return ChakraProtoMsg::REDUCE_SCATTER;
-    case CollectiveKind::kBroadcast:
-      return ChakraProtoMsg::BROADCAST;
-    case CollectiveKind::kReduce:
-      return ChakraProtoMsg::REDUCE;
-    case CollectiveKind::kAllToAll:
-      return ChakraProtoMsg::ALL_TO_ALL;
-    case CollectiveKind::kBarrier:
-      return ChakraProtoMsg::BARRIER;
-  }
-  return ChakraProtoMsg::ALL_REDUCE;
-}
 
 // ET group ids (1, 2, ...) of the groups of every slot a collective uses,
 // slot by slot, each slot's groups in order of their lowest rank.
@@ -89,11 +68,11 @@ class Exporter {
     if (ec)
       return Status::io_error(fmt::format("{}: cannot create: {}", dir.string(), ec.message()));
     for (Rank r = 0; r < g_.world_size(); ++r) {
-      const fs::path file = dir / fmt::format("{}.{}.et", o_.prefix, r);
+      const fs::path file = dir / chakra::trace_file_name(o_.prefix, r);
       PRISM_RETURN_IF_ERROR(write_file_atomic(file.string(), encode_rank(r)));
     }
     PRISM_RETURN_IF_ERROR(
-        write_file_atomic((dir / fmt::format("{}.comm_groups.json", o_.prefix)).string(),
+        write_file_atomic((dir / chakra::comm_groups_file_name(o_.prefix)).string(),
                           chakra::write_comm_groups(groups_.groups())));
     return remove_stale(dir);
   }
@@ -226,7 +205,7 @@ class Exporter {
   void collective(const Op& op, Rank r, Node* n) const {
     n->set_type(ChakraProtoMsg::COMM_COLL_NODE);
     Attrs* a = n->mutable_attr();
-    chakra::add_int(a, chakra::kCommType, comm_type(op.collective));
+    chakra::add_int(a, chakra::kCommType, chakra::comm_type_of(op.collective));
     chakra::add_int(a, chakra::kCommSize, op.bytes.count);
     chakra::add_string(a, chakra::kPgName, std::to_string(groups_.id(res_, op.ref, r)));
     chakra::add_string(a, chakra::kPrismDtype, to_string(op.dtype));
@@ -279,14 +258,11 @@ class Exporter {
   // Rank files of this prefix past the world, from an earlier export.
   Status remove_stale(const fs::path& dir) const {
     std::error_code ec;
-    const std::string head = o_.prefix + ".";
     for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-      const std::string f = e.path().filename().string();
-      if (!f.starts_with(head) || !f.ends_with(".et")) continue;
-      const std::string_view digits(f.data() + head.size(), f.size() - head.size() - 3);
+      std::string prefix;
       long long rank = 0;
-      const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
-      if (err != std::errc() || end != digits.data() + digits.size() || rank < g_.world_size())
+      if (!chakra::split_trace_file_name(e.path().filename().string(), &prefix, &rank) ||
+          prefix != o_.prefix || rank < g_.world_size())
         continue;
       fs::remove(e.path(), ec);
       if (ec)

@@ -12,7 +12,6 @@
 // "world".
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -23,6 +22,7 @@
 
 #include "chakra/chakra.h"
 #include "chakra/comm_groups.h"
+#include "chakra/et_file.h"
 #include "chakra/import_rank.h"
 #include "util/file.h"
 
@@ -37,19 +37,6 @@ struct TraceSet {
   std::vector<fs::path> files;  // by rank
 };
 
-// "<prefix>.<rank>.et" -> (prefix, rank), or nothing.
-bool split_name(const std::string& f, std::string* prefix, long long* rank) {
-  if (!f.ends_with(".et")) return false;
-  const std::size_t dot = f.rfind('.', f.size() - 4);
-  if (dot == std::string::npos || dot == 0) return false;
-  const char* first = f.data() + dot + 1;
-  const char* last = f.data() + f.size() - 3;
-  const auto [end, ec] = std::from_chars(first, last, *rank);
-  if (ec != std::errc() || end != last || first == last) return false;
-  *prefix = f.substr(0, dot);
-  return true;
-}
-
 Result<TraceSet> find_traces(const fs::path& dir_or_prefix) {
   TraceSet set;
   std::error_code ec;
@@ -61,7 +48,7 @@ Result<TraceSet> find_traces(const fs::path& dir_or_prefix) {
   for (const fs::directory_entry& e : fs::directory_iterator(set.dir, ec)) {
     std::string prefix;
     long long rank = 0;
-    if (!split_name(e.path().filename().string(), &prefix, &rank)) continue;
+    if (!chakra::split_trace_file_name(e.path().filename().string(), &prefix, &rank)) continue;
     if (!is_dir && prefix != set.prefix) continue;
     auto [it, added] = found[prefix].try_emplace(rank, e.path());
     if (!added) {
@@ -90,7 +77,7 @@ Result<TraceSet> find_traces(const fs::path& dir_or_prefix) {
       return Status::not_found(
           fmt::format("{}: no trace of rank {} (found {} traces, up to rank "
                       "{})",
-                      (set.dir / fmt::format("{}.{}.et", set.prefix, r)).string(), r, ranks.size(),
+                      (set.dir / chakra::trace_file_name(set.prefix, r)).string(), r, ranks.size(),
                       ranks.rbegin()->first));
     }
     set.files.push_back(it->second);
@@ -116,7 +103,7 @@ Result<std::vector<chakra::CommGroup>> read_groups(const TraceSet& set,
                                                    std::string* source) {
   fs::path path = o.comm_groups;
   if (path.empty()) {
-    path = set.dir / fmt::format("{}.comm_groups.json", set.prefix);
+    path = set.dir / chakra::comm_groups_file_name(set.prefix);
     std::error_code ec;
     if (!fs::exists(path, ec)) return std::vector<chakra::CommGroup>();
   }

@@ -13,28 +13,6 @@ namespace {
 
 using ChakraProtoMsg::Node;
 
-std::optional<CollectiveKind> collective_kind(std::int64_t comm_type) {
-  switch (comm_type) {
-    case ChakraProtoMsg::ALL_REDUCE:
-      return CollectiveKind::kAllReduce;
-    case ChakraProtoMsg::REDUCE:
-      return CollectiveKind::kReduce;
-    case ChakraProtoMsg::ALL_GATHER:
-      return CollectiveKind::kAllGather;
-    case ChakraProtoMsg::BROADCAST:
-      return CollectiveKind::kBroadcast;
-    case ChakraProtoMsg::ALL_TO_ALL:
-      return CollectiveKind::kAllToAll;
-    case ChakraProtoMsg::REDUCE_SCATTER:
-    case ChakraProtoMsg::REDUCE_SCATTER_BLOCK:
-      return CollectiveKind::kReduceScatter;
-    case ChakraProtoMsg::BARRIER:
-      return CollectiveKind::kBarrier;
-    default:
-      return std::nullopt;
-  }
-}
-
 std::string type_name(int type) {
   return ChakraProtoMsg::NodeType_IsValid(type)
              ? ChakraProtoMsg::NodeType_Name(static_cast<ChakraProtoMsg::NodeType>(type))
@@ -43,6 +21,16 @@ std::string type_name(int type) {
 
 Status fail(const Place& where, const std::string& why) {
   return Status::invalid_argument(fmt::format("{}: {}", where.str(), why));
+}
+
+// The op's dtype from prism_dtype, when the node has one.
+Status read_dtype(const Attrs& a, const Place& where, Op* op) {
+  PRISM_ASSIGN_OR_RETURN(const auto dtype, string_attr(a, kPrismDtype, where));
+  if (!dtype) return Status::ok();
+  const auto d = parse_dtype(*dtype);
+  if (!d) return fail(where, fmt::format("unknown dtype '{}'", *dtype));
+  op->dtype = *d;
+  return Status::ok();
 }
 
 }  // namespace
@@ -92,13 +80,15 @@ int ProgramBuilder::stream_named(const std::string& name) {
   return intern(&program_.role.streams, &stream_index_, name);
 }
 
+Result<int> ProgramBuilder::stream_at(std::int64_t k, const Place& where) {
+  if (k < 0) return fail(where, fmt::format("stream {} is negative", k));
+  const auto i = static_cast<std::size_t>(k);
+  return stream_named(i < named_streams_.size() ? named_streams_[i] : fmt::format("stream{}", i));
+}
+
 Result<int> ProgramBuilder::stream_of(const Node& n, const Place& where) {
   PRISM_ASSIGN_OR_RETURN(const auto attr, int_attr(n.attr(), kStream, where));
-  if (attr) {
-    if (*attr < 0) return fail(where, fmt::format("stream {} is negative", *attr));
-    const auto k = static_cast<std::size_t>(*attr);
-    return stream_named(k < named_streams_.size() ? named_streams_[k] : fmt::format("stream{}", k));
-  }
+  if (attr) return stream_at(*attr, where);
   switch (n.type()) {
     case ChakraProtoMsg::COMP_NODE: {
       PRISM_ASSIGN_OR_RETURN(const auto cpu, int_attr(n.attr(), kIsCpuOp, where));
@@ -148,7 +138,8 @@ Status ProgramBuilder::add(const Node& n, const std::vector<std::int32_t>& deps)
   for (std::int32_t d : deps)
     if (role.ops[d].stream != op.stream) role.deps.push_back(d);
   op.deps_end = static_cast<std::uint32_t>(role.deps.size());
-  op_of_node_[n.id()] = static_cast<std::int32_t>(role.ops.size());
+  if (op.kind == OpKind::kAlloc)
+    alloc_of_node_[n.id()] = static_cast<std::int32_t>(role.ops.size());
   role.ops.push_back(op);
   return Status::ok();
 }
@@ -203,7 +194,7 @@ Status ProgramBuilder::collective(const Node& n, const Place& where, Op* op) {
   const Attrs& a = n.attr();
   PRISM_ASSIGN_OR_RETURN(const auto type, int_attr(a, kCommType, where));
   if (!type) return fail(where, "a collective with no 'comm_type' attribute");
-  const std::optional<CollectiveKind> kind = collective_kind(*type);
+  const std::optional<CollectiveKind> kind = collective_of(*type);
   if (!kind) {
     const bool known = ChakraProtoMsg::CollectiveCommType_IsValid(static_cast<int>(*type));
     return fail(where,
@@ -214,12 +205,7 @@ Status ProgramBuilder::collective(const Node& n, const Place& where, Op* op) {
   }
   op->collective = *kind;
   PRISM_ASSIGN_OR_RETURN(op->bytes, bytes_attr(a, kCommSize, where, true));
-  PRISM_ASSIGN_OR_RETURN(const auto dtype, string_attr(a, kPrismDtype, where));
-  if (dtype) {
-    const auto d = parse_dtype(*dtype);
-    if (!d) return fail(where, fmt::format("unknown dtype '{}'", *dtype));
-    op->dtype = *d;
-  }
+  PRISM_RETURN_IF_ERROR(read_dtype(a, where, op));
   PRISM_ASSIGN_OR_RETURN(const auto root, int_attr(a, kPrismRoot, where));
   if (root && (*root < 0 || *root > std::numeric_limits<std::int32_t>::max()))
     return fail(where, fmt::format("root {} is out of range", *root));
@@ -276,12 +262,7 @@ Status ProgramBuilder::p2p(const Node& n, const Place& where, Op* op) {
     return fail(where, fmt::format("comm_tag {} is outside 0..2^31-1", *tag));
   op->arg = static_cast<std::int32_t>(tag.value_or(0));
   PRISM_ASSIGN_OR_RETURN(op->bytes, bytes_attr(a, kCommSize, where, true));
-  PRISM_ASSIGN_OR_RETURN(const auto dtype, string_attr(a, kPrismDtype, where));
-  if (dtype) {
-    const auto d = parse_dtype(*dtype);
-    if (!d) return fail(where, fmt::format("unknown dtype '{}'", *dtype));
-    op->dtype = *d;
-  }
+  PRISM_RETURN_IF_ERROR(read_dtype(a, where, op));
   const auto p = static_cast<Rank>(*peer);
   const auto [it, added] =
       peer_index_.try_emplace(p, static_cast<std::int32_t>(program_.peers.size()));
@@ -329,18 +310,14 @@ Status ProgramBuilder::free_op(const Node& n, const Place& where, Op* op) {
   const Attrs& a = n.attr();
   PRISM_ASSIGN_OR_RETURN(const auto alloc, int_attr(a, kPrismAlloc, where));
   if (!alloc) return fail(where, "a free with no 'prism_alloc'");
-  const auto it = op_of_node_.find(static_cast<std::uint64_t>(*alloc));
-  if (*alloc < 0 || it == op_of_node_.end() ||
-      program_.role.ops[it->second].kind != OpKind::kAlloc) {
+  const auto it = alloc_of_node_.find(static_cast<std::uint64_t>(*alloc));
+  if (*alloc < 0 || it == alloc_of_node_.end()) {
     return fail(where, fmt::format("frees node {}, which is no alloc issued before it", *alloc));
   }
   op->ref = it->second;
   PRISM_ASSIGN_OR_RETURN(const auto streams, int_list_attr(a, kPrismRecordStreams, where));
   for (std::int64_t s : streams.value_or(std::vector<std::int64_t>{})) {
-    ChakraProtoMsg::Node probe;
-    probe.set_type(ChakraProtoMsg::METADATA_NODE);
-    add_int(probe.mutable_attr(), kStream, s);
-    PRISM_ASSIGN_OR_RETURN(const int role_stream, stream_of(probe, where));
+    PRISM_ASSIGN_OR_RETURN(const int role_stream, stream_at(s, where));
     if (role_stream > kMaxRecordStream) {
       return fail(where, fmt::format("records stream {}, past the first {} streams", s,
                                      kMaxRecordStream + 1));

@@ -30,6 +30,8 @@ class ProgramBuilder {
  private:
   Place where(const ChakraProtoMsg::Node& n) const { return Place(source_, n.id()); }
   Result<int> stream_of(const ChakraProtoMsg::Node& n, const Place& where);
+  // The role stream of the trace's stream index `k` (a "stream" attribute).
+  Result<int> stream_at(std::int64_t k, const Place& where);
   int stream_named(const std::string& name);
   std::int32_t intern(std::vector<std::string>* table,
                       std::unordered_map<std::string, std::int32_t>* index, const std::string& s);
@@ -48,9 +50,9 @@ class ProgramBuilder {
   RankProgram program_;
   std::vector<std::string> named_streams_;  // prism_streams: "stream" attr -> name
   std::unordered_map<std::string, std::int32_t> stream_index_, name_index_, event_index_;
-  std::unordered_map<std::string, std::int32_t> comm_index_;  // pg_name -> comms index
-  std::unordered_map<Rank, std::int32_t> peer_index_;         // rank -> peers index
-  std::unordered_map<std::uint64_t, std::int32_t> op_of_node_;
+  std::unordered_map<std::string, std::int32_t> comm_index_;       // pg_name -> comms index
+  std::unordered_map<Rank, std::int32_t> peer_index_;              // rank -> peers index
+  std::unordered_map<std::uint64_t, std::int32_t> alloc_of_node_;  // node id -> its alloc op
 };
 
 }  // namespace prism::chakra

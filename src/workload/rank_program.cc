@@ -55,8 +55,11 @@ class Assembler {
   }
 
  private:
-  std::string where(const RankProgram& p) const {
-    return fmt::format("{}: rank {}", p.source.empty() ? "(unnamed program)" : p.source, p.rank);
+  static std::string_view source(const RankProgram& p) {
+    return p.source.empty() ? std::string_view("(unnamed program)") : std::string_view(p.source);
+  }
+  static std::string where(const RankProgram& p) {
+    return fmt::format("{}: rank {}", source(p), p.rank);
   }
 
   // by_rank_[r]: the program of rank r; each rank exactly once.
@@ -67,8 +70,7 @@ class Assembler {
       const RankProgram& p = programs_[i];
       if (p.rank < 0 || p.rank >= world) {
         return Status::invalid_argument(
-            fmt::format("{}: rank {} is outside the world of {} ranks",
-                        p.source.empty() ? "(unnamed program)" : p.source, p.rank, world));
+            fmt::format("{}: rank {} is outside the world of {} ranks", source(p), p.rank, world));
       }
       std::int32_t& slot = by_rank_[p.rank];
       if (slot != kNone) {
@@ -113,9 +115,11 @@ class Assembler {
     return Status::ok();
   }
 
-  // Rewrites communication refs: collective -> key id, send/recv -> k.
+  // Rewrites communication refs: collective -> key id, send/recv -> k. Each
+  // entry of p.peers is checked and looked up once, at its first use.
   Status canonicalize(RankProgram& p) {
     std::vector<Rank>& peers = peers_[p.rank];
+    std::vector<std::int32_t> k_of(p.peers.size(), kNone);  // p.peers index -> k
     for (std::size_t i = 0; i < p.role.ops.size(); ++i) {
       Op& op = p.role.ops[i];
       if (op.kind == OpKind::kCollective) {
@@ -131,15 +135,19 @@ class Assembler {
               fmt::format("{} op {}: {} to peer {}, but the rank has {}", where(p), i,
                           to_string(op.kind), op.ref, p.peers.size()));
         }
-        const Rank peer = p.peers[static_cast<std::size_t>(op.ref)];
-        if (peer < 0 || peer >= graph_.world_size() || peer == p.rank) {
-          return Status::invalid_argument(
-              fmt::format("{} op {}: {} with rank {}, which is {}", where(p), i, to_string(op.kind),
-                          peer, peer == p.rank ? "the rank itself" : "outside the world"));
+        std::int32_t& k = k_of[static_cast<std::size_t>(op.ref)];
+        if (k == kNone) {
+          const Rank peer = p.peers[static_cast<std::size_t>(op.ref)];
+          if (peer < 0 || peer >= graph_.world_size() || peer == p.rank) {
+            return Status::invalid_argument(fmt::format(
+                "{} op {}: {} with rank {}, which is {}", where(p), i, to_string(op.kind), peer,
+                peer == p.rank ? "the rank itself" : "outside the world"));
+          }
+          const auto it = std::find(peers.begin(), peers.end(), peer);
+          k = static_cast<std::int32_t>(it - peers.begin());
+          if (it == peers.end()) peers.push_back(peer);
         }
-        const auto it = std::find(peers.begin(), peers.end(), peer);
-        op.ref = static_cast<std::int32_t>(it - peers.begin());
-        if (it == peers.end()) peers.push_back(peer);
+        op.ref = k;
       }
     }
     return Status::ok();

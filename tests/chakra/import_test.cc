@@ -3,14 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
+#include "../replay/test_graphs.h"
 #include "chakra/chakra.h"
 #include "chakra_test_util.h"
-#include "compute/compute_model.h"
-#include "mem/memory_model.h"
-#include "net/alpha_beta.h"
-#include "replay/replay.h"
 
 namespace prism {
 namespace {
@@ -38,15 +33,6 @@ class ChakraImportTest : public ::testing::Test {
 
   ScratchDir dir_;
 };
-
-ReplayResult simulate(const ExecutionGraph& g) {
-  AlphaBetaModel net;
-  RooflineModel compute;
-  AllocatorMemoryModel memory(DeviceMemoryOptions{});
-  Result<ReplayResult> r = replay(g, ReplayOptions{}, ReplayModels{&net, &compute, &memory});
-  EXPECT_TRUE(r.is_ok()) << r.status().message();
-  return r.value();
-}
 
 std::vector<Node> step(const std::string& pg, std::int64_t bytes = 4096) {
   return {comp(0, 10), coll(1, ChakraProtoMsg::ALL_REDUCE, bytes, pg, {0}), comp(2, 5, {1})};
@@ -77,7 +63,7 @@ TEST_F(ChakraImportTest, DataParallelTracesShareOneRole) {
   ASSERT_EQ(g->slots.size(), 1u);
   EXPECT_EQ(g->slots[0].name, "pg1");
   EXPECT_EQ(g->slots[0].explicit_groups, (std::vector<std::vector<Rank>>{{0, 1}}));
-  EXPECT_EQ(simulate(g.value()).outcome, ReplayResult::Outcome::kCompleted);
+  EXPECT_EQ(testing::run(g.value()).outcome, ReplayResult::Outcome::kCompleted);
 }
 
 TEST_F(ChakraImportTest, GroupsOfOneDimensionShareAKey) {
@@ -94,7 +80,7 @@ TEST_F(ChakraImportTest, GroupsOfOneDimensionShareAKey) {
   EXPECT_EQ(g->slots[0].name, "pg1");
   EXPECT_EQ(g->slots[0].explicit_groups, (std::vector<std::vector<Rank>>{{0, 1}, {2, 3}}));
   EXPECT_EQ(g->slots[1].name, "pg3");
-  EXPECT_EQ(simulate(g.value()).outcome, ReplayResult::Outcome::kCompleted);
+  EXPECT_EQ(testing::run(g.value()).outcome, ReplayResult::Outcome::kCompleted);
 }
 
 TEST_F(ChakraImportTest, CollectivesWithoutAGroupRunOverTheWorld) {
@@ -116,7 +102,7 @@ TEST_F(ChakraImportTest, PipelineOfSendsAndReceives) {
   EXPECT_EQ(g->roles.size(), 3u);
   EXPECT_EQ(g->roles[1].streams, (std::vector<std::string>{"recv", "compute", "send"}));
   EXPECT_EQ(g->roles[1].ops[0].arg, 5);
-  const ReplayResult r = simulate(g.value());
+  const ReplayResult r = testing::run(g.value());
   EXPECT_EQ(r.outcome, ReplayResult::Outcome::kCompleted);
 }
 

@@ -2,15 +2,11 @@
 // the same ranks, and a replay of it gives the same times.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <set>
 
+#include "../replay/test_graphs.h"
 #include "chakra/chakra.h"
 #include "chakra_test_util.h"
-#include "compute/compute_model.h"
-#include "mem/memory_model.h"
-#include "net/alpha_beta.h"
-#include "replay/replay.h"
 #include "test_graph.h"
 #include "workload/synthetic.h"
 
@@ -18,15 +14,6 @@ namespace prism {
 namespace {
 
 using namespace chakra_test;  // NOLINT(google-build-using-namespace)
-
-ReplayResult simulate(const ExecutionGraph& g) {
-  AlphaBetaModel net;
-  RooflineModel compute;
-  AllocatorMemoryModel memory(DeviceMemoryOptions{});
-  Result<ReplayResult> r = replay(g, ReplayOptions{}, ReplayModels{&net, &compute, &memory});
-  EXPECT_TRUE(r.is_ok()) << r.status().message();
-  return r.value();
-}
 
 // Cross-stream dependencies of op `i` (same-stream ones are stream order).
 std::set<std::int32_t> cross_deps(const Role& role, std::size_t i) {
@@ -111,7 +98,7 @@ TEST(ChakraRoundTripTest, EveryOpKindComesBack) {
   EXPECT_EQ(role.costs[role.ops[7].cost].kernel_class, KernelClass::kGemm);
   EXPECT_EQ(role.costs[role.ops[7].cost].flops, 1e12);
   EXPECT_EQ(role.ops[6].arg, 1 << 1);  // recorded on the comm stream
-  EXPECT_EQ(simulate(g).makespan, simulate(back.value()).makespan);
+  EXPECT_EQ(testing::run(g).makespan, testing::run(back.value()).makespan);
 }
 
 TEST(ChakraRoundTripTest, SyntheticThreeDimensionalJobKeepsItsProgramsAndTimes) {
@@ -131,8 +118,8 @@ TEST(ChakraRoundTripTest, SyntheticThreeDimensionalJobKeepsItsProgramsAndTimes) 
   EXPECT_EQ(back->world_size(), 16);
   EXPECT_EQ(back->roles.size(), g->roles.size());  // one per pipeline stage
   for (Rank r = 0; r < g->world_size(); ++r) expect_same_program(g.value(), back.value(), r);
-  const ReplayResult before = simulate(g.value());
-  const ReplayResult after = simulate(back.value());
+  const ReplayResult before = testing::run(g.value());
+  const ReplayResult after = testing::run(back.value());
   EXPECT_EQ(before.outcome, ReplayResult::Outcome::kCompleted);
   EXPECT_EQ(after.outcome, ReplayResult::Outcome::kCompleted);
   EXPECT_EQ(before.makespan, after.makespan);

@@ -2,10 +2,7 @@
 // tests.
 #pragma once
 
-#include <gtest/gtest.h>
-
-#include "graph/role_builder.h"
-#include "graph/validate.h"
+#include "../replay/test_graphs.h"
 
 namespace prism::chakra_test {
 
@@ -14,11 +11,6 @@ namespace prism::chakra_test {
 // free recorded on the comm stream, a GEMM with a kernel cost, and a grouped
 // send/recv exchange with the other rank.
 inline ExecutionGraph small_graph() {
-  ExecutionGraph g;
-  g.name = "small";
-  g.layout = Layout(2, {{"dp", 2}}, 8);
-  g.slots.push_back(CommSlot::grid_group("world", {0}));
-  g.slots.push_back(CommSlot::grid_peer("other", 0, 1, /*wrap=*/true));
   RoleBuilder b("r", {"compute", "comm"});
   b.marker(0, MarkerKind::kIteration, 0);                                                 // 0
   const int alloc = b.alloc(0, Bytes{1024});                                              // 1
@@ -32,11 +24,11 @@ inline ExecutionGraph small_graph() {
   b.set_group(b.recv(1, 1, Bytes{256}, 3), 1);                                            // 9
   b.add_deps({7});
   b.marker(0, MarkerKind::kIterationEnd, 1);  // 10
-  g.roles.push_back(std::move(b).build());
-  g.role_of_rank = {0, 0};
-  Status s = finalize_graph(g);
-  if (s.is_ok()) s = validate_graph(g);
-  EXPECT_TRUE(s.is_ok()) << s.message();
+  ExecutionGraph g = testing::make_graph(
+      {{"dp", 2}}, 8,
+      {testing::group_slot("world", {0}), testing::peer_slot("other", 0, 1, /*wrap=*/true)},
+      {std::move(b).build()}, {0, 0});
+  g.name = "small";
   return g;
 }
 

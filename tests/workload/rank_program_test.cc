@@ -5,16 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <numeric>
 #include <string>
 #include <vector>
 
-#include "compute/compute_model.h"
+#include "../replay/test_graphs.h"
 #include "graph/role_builder.h"
-#include "mem/memory_model.h"
-#include "net/alpha_beta.h"
-#include "replay/replay.h"
 
 namespace prism {
 namespace {
@@ -50,15 +45,6 @@ std::vector<RankProgram> data_parallel_world(int world) {
   return out;
 }
 
-ReplayResult simulate(const ExecutionGraph& g) {
-  AlphaBetaModel net;
-  RooflineModel compute;
-  AllocatorMemoryModel memory(DeviceMemoryOptions{});
-  Result<ReplayResult> r = replay(g, ReplayOptions{}, ReplayModels{&net, &compute, &memory});
-  EXPECT_TRUE(r.is_ok()) << r.status().message();
-  return r.value();
-}
-
 TEST(AssembleGraphTest, DataParallelRanksShareOneRole) {
   Result<ExecutionGraph> g = assemble_graph("dp", flat(8), data_parallel_world(8));
   ASSERT_TRUE(g.is_ok()) << g.status().message();
@@ -69,7 +55,7 @@ TEST(AssembleGraphTest, DataParallelRanksShareOneRole) {
   EXPECT_EQ(g->slots[0].name, "world");
   EXPECT_EQ(g->slots[0].explicit_groups, (std::vector<std::vector<Rank>>{iota(8)}));
   EXPECT_EQ(g->roles[0].ops[1].ref, 0);
-  EXPECT_EQ(simulate(g.value()).outcome, ReplayResult::Outcome::kCompleted);
+  EXPECT_EQ(testing::run(g.value()).outcome, ReplayResult::Outcome::kCompleted);
 }
 
 TEST(AssembleGraphTest, RolePrefixNamesRoles) {
@@ -122,7 +108,7 @@ TEST(AssembleGraphTest, TensorTimesDataParallelGroupsAndTwoRoles) {
   const Role& role = g->roles[1];
   EXPECT_EQ(role.ops[1].ref, 0);
   EXPECT_EQ(role.ops[4].ref, 1);
-  EXPECT_EQ(simulate(g.value()).outcome, ReplayResult::Outcome::kCompleted);
+  EXPECT_EQ(testing::run(g.value()).outcome, ReplayResult::Outcome::kCompleted);
 }
 
 // A 4-stage pipeline: stage s receives from s-1, computes, sends to s+1.
@@ -162,7 +148,7 @@ TEST(AssembleGraphTest, PipelineSendsAndReceivesBecomePeerSlots) {
   EXPECT_EQ(middle.ops[0].kind, OpKind::kRecv);
   EXPECT_EQ(middle.ops[0].ref, 1);
   EXPECT_EQ(middle.ops[2].ref, 2);
-  const ReplayResult r = simulate(g.value());
+  const ReplayResult r = testing::run(g.value());
   EXPECT_EQ(r.outcome, ReplayResult::Outcome::kCompleted);
 }
 
