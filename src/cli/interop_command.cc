@@ -1,5 +1,8 @@
 #include "cli/interop_command.h"
 
+#include <filesystem>
+#include <vector>
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -7,6 +10,7 @@
 #include "cli/job_setup.h"
 #include "compute/compute_model.h"
 #include "graph/graph_json.h"
+#include "kineto/kineto.h"
 
 namespace prism {
 namespace {
@@ -34,7 +38,12 @@ ImportCommand::ImportCommand(CLI::App& parent)
       ->add_option("--comm-groups", comm_groups_,
                    "Communicator groups JSON (default: <prefix>.comm_groups.json, if present)")
       ->type_name("FILE");
-  for (CLI::App* sub : {chakra_}) {
+  kineto_ = app_->add_subcommand("kineto", "PyTorch profiler (Kineto) JSON traces, one per rank");
+  kineto_->add_option("TRACES", kineto_inputs_, "Trace files; ranks from their distributedInfo")
+      ->required()
+      ->type_name("FILE...");
+  kineto_->add_flag("--no-memory", no_memory_, "Leave out the traces' memory events");
+  for (CLI::App* sub : {chakra_, kineto_}) {
     sub->add_option("-o,--output", output_, "Graph file to write (docs/graph-format.md)")
         ->required()
         ->type_name("GRAPH");
@@ -61,7 +70,18 @@ Result<int> ImportCommand::run() const {
     PRISM_ASSIGN_OR_RETURN(const ExecutionGraph g, import_chakra(chakra_input_, o));
     return save_imported(g, output_, chakra_input_);
   }
-  return Status::invalid_argument("import: no format given");  // unreachable: one is required
+  std::vector<std::filesystem::path> files;
+  for (const std::string& f : kineto_inputs_) {
+    PRISM_RETURN_IF_ERROR(check_output_files(*kineto_, {"--output"}, f, "trace"));
+    files.emplace_back(f);
+  }
+  progress(fmt::format("reading {} Kineto traces...", files.size()));
+  KinetoImportOptions o;
+  if (!name_.empty()) o.name = name_;
+  o.gpus_per_node = gpus_per_node_;
+  o.memory = !no_memory_;
+  PRISM_ASSIGN_OR_RETURN(const ExecutionGraph g, import_kineto(files, o));
+  return save_imported(g, output_, fmt::format("{} Kineto traces", files.size()));
 }
 
 ExportCommand::ExportCommand(CLI::App& parent)

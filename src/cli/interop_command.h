@@ -1,7 +1,8 @@
 // `prism import` and `prism export`: execution graphs to and from other
-// tools' traces (docs/chakra.md).
+// tools' traces (docs/chakra.md, docs/kineto.md).
 //
 //   prism import chakra DIR|PREFIX -o GRAPH   MLCommons Chakra ET, one per rank
+//   prism import kineto TRACE... -o GRAPH     PyTorch profiler JSON, one per rank
 //   prism export chakra GRAPH -o DIR          Chakra ET for ASTRA-sim
 //
 // Each prints one line saying what it wrote: ranks, roles and ops for an
@@ -10,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "util/status.h"
 
@@ -28,11 +30,14 @@ class ImportCommand {
  private:
   CLI::App* app_;
   CLI::App* chakra_;
+  CLI::App* kineto_;
   std::string chakra_input_;
+  std::vector<std::string> kineto_inputs_;
   std::string output_;
   std::string comm_groups_;
   std::string name_;
   int gpus_per_node_ = 8;
+  bool no_memory_ = false;
 };
 
 class ExportCommand {

@@ -1,4 +1,5 @@
-// `prism export chakra` and `prism import chakra` end to end: a built job's
+// `prism export chakra`, `prism import chakra` and `prism import kineto` end
+// to end: a built job's
 // graph goes out as Chakra traces and comes back with the same ranks, roles
 // and ops, and replays to the same iteration time; bad input is one error
 // line naming it. (run_prism writes the temporary directory as "{tmp}".)
@@ -58,6 +59,24 @@ TEST_F(InteropCommandTest, ChakraRoundTripKeepsTheGraphAndItsIterationTime) {
   ASSERT_EQ(after.exit_status, 0) << after.err;
   EXPECT_FALSE(iteration_line(before.out).empty());
   EXPECT_EQ(iteration_line(after.out), iteration_line(before.out));
+}
+
+// The two hand-written GPU traces of tests/data/kineto (docs/kineto.md):
+// one graph of 2 ranks that replays to completion; a rank without its
+// trace is an error.
+TEST_F(InteropCommandTest, KinetoTracesBecomeAGraphThatReplays) {
+  RunResult r = prism({"import", "kineto", "tests/data/kineto/gpu_rank0.json",
+                       "tests/data/kineto/gpu_rank1.json", "-o", "{tmp}/k.json"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(r.out, "{tmp}/k.json: 2 ranks, 2 roles, 28 ops imported from 2 Kineto traces\n");
+  r = prism({"replay", "{tmp}/k.json"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("outcome:         completed"));
+  r = prism({"import", "kineto", "tests/data/kineto/gpu_rank0.json", "-o", "{tmp}/one.json"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err,
+            "error: import_kineto: no trace for rank 1 of the world of 2 (1 traces given)\n");
+  EXPECT_FALSE(fs::exists(tmp_ + "/one.json"));
 }
 
 TEST_F(InteropCommandTest, BadInputIsOneErrorLine) {
