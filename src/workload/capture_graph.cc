@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 #include <vector>
 
@@ -9,7 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/role_builder.h"
-#include "graph/validate.h"
+#include "workload/rank_program_groups.h"
+#include "workload/slices.h"
 
 namespace prism {
 namespace {
@@ -20,10 +22,10 @@ constexpr int kHost = 0;  // the role's host stream
 
 class CaptureReader {
  public:
-  CaptureReader(const JobSpec& job, const std::string& source)
-      : job_(job), source_(source), world_(job.num_gpus), builder_("program", {"host"}) {}
+  CaptureReader(int world_size, const std::string& source)
+      : source_(source), world_(world_size), builder_("program", {"host"}) {}
 
-  Result<ExecutionGraph> build(const json& doc) {
+  Result<RankProgram> build(const json& doc) {
     if (!doc.is_object() || doc.value("format", "") != "prism-capture")
       return fail_at(-1, "not a prism-capture document (\"format\": \"prism-capture\")");
     if (doc.value("version", 0) != 1)
@@ -90,6 +92,7 @@ class CaptureReader {
     PRISM_ASSIGN_OR_RETURN(const std::string type, field<std::string>(e, "type"));
     if (said_bye_) return fail(fmt::format("a {} after the goodbye", type));
     if (type == "hello") return hello(e);
+    if (!said_hello_) return fail(fmt::format("a {} before the rank's hello", type));
     // A split's answer declares the new communicator with its members.
     if (type == "comm_init" || type == "comm_info") return comm_init(e);
     if (type == "op") return op(e);
@@ -118,6 +121,8 @@ class CaptureReader {
       return fail(fmt::format("the captured rank ran in a world of {} ranks; the job has {}", world,
                               world_));
     if (rank_ < 0 || rank_ >= world_) return fail(fmt::format("rank {} is outside the job", rank_));
+    if (said_hello_) return fail("a second hello");
+    said_hello_ = true;
     return Status::ok();
   }
 
@@ -127,33 +132,37 @@ class CaptureReader {
     PRISM_ASSIGN_OR_RETURN(const int position, field<int>(e, "rank_in_comm"));
     std::vector<Rank> members = e.value("members", std::vector<Rank>{});
     if (comms_.contains(comm)) return fail(fmt::format("communicator {} declared twice", comm));
-    std::vector<Rank> world(static_cast<std::size_t>(world_));
-    for (int r = 0; r < world_; ++r) world[static_cast<std::size_t>(r)] = r;
-    const bool spans_world =
-        members.empty() ? nranks == world_ && position == rank_ : members == world;
-    if (!spans_world) {
-      return fail(fmt::format(
-          "communicator {} ({} ranks{}) does not span the world of {} in rank order: one rank's "
-          "capture describes a data-parallel program only when its communicators span the "
-          "world; a program with other groups needs a capture of each role (slicing)",
-          comm, nranks, members.empty() ? "" : fmt::format(": {}", fmt::join(members, ",")),
-          world_));
+    if (members.empty()) {
+      // A client that did not say its members: only the world in rank order
+      // can be told from the size and position.
+      if (nranks != world_ || position != rank_)
+        return fail(
+            fmt::format("communicator {} ({} ranks, this rank {} of them) does not say its members",
+                        comm, nranks, position));
+      members.resize(static_cast<std::size_t>(world_));
+      std::iota(members.begin(), members.end(), 0);
     }
-    const std::string name = world_slots_ == 0 ? "world" : fmt::format("world{}", world_slots_ + 1);
-    ++world_slots_;
-    comms_[comm] = static_cast<int>(slots_.size());
-    slots_.push_back(CommSlot::grid_group(name, {kDpDim}));
+    if (std::ssize(members) != nranks || position < 0 || position >= nranks ||
+        members[static_cast<std::size_t>(position)] != rank_)
+      return fail(fmt::format("communicator {}: {} ranks with rank {} at position {}: members {}",
+                              comm, nranks, rank_, position,
+                              rank_program_internal::describe_members(members)));
+    std::set<Rank> seen;
+    for (Rank m : members) {
+      if (m < 0 || m >= world_ || !seen.insert(m).second)
+        return fail(fmt::format("communicator {}: member {} is {}", comm, m,
+                                seen.contains(m) ? "listed twice" : "outside the world"));
+    }
+    comms_[comm] = static_cast<int>(program_.comms.size());
+    program_.comms.push_back(ProgramComm{fmt::format("comm{}", comm), std::move(members)});
     return Status::ok();
   }
 
-  // A peer slot for a transfer to the rank `offset` places ahead.
-  int peer_slot(int offset) {
-    const auto it = peer_slots_.find(offset);
-    if (it != peer_slots_.end()) return it->second;
-    const int s = static_cast<int>(slots_.size());
-    slots_.push_back(CommSlot::grid_peer(fmt::format("peer+{}", offset), kDpDim, offset, true));
-    peer_slots_[offset] = s;
-    return s;
+  // The index of global rank `peer` among the program's peers.
+  int peer_index(Rank peer) {
+    const auto [it, added] = peer_index_.try_emplace(peer, static_cast<int>(program_.peers.size()));
+    if (added) program_.peers.push_back(peer);
+    return it->second;
   }
 
   Status op(const json& e) {
@@ -178,11 +187,16 @@ class CaptureReader {
     const int st = stream_of(stream);
     int index;
     if (code == "send" || code == "recv") {
-      if (peer < 0 || peer >= world_) return fail(fmt::format("peer {} outside the world", peer));
-      const int offset = ((peer - rank_) % world_ + world_) % world_;
-      if (offset == 0) return fail("a transfer to the rank itself");
-      index = code == "send" ? builder_.send(st, peer_slot(offset), Bytes{bytes}, tag)
-                             : builder_.recv(st, peer_slot(offset), Bytes{bytes}, tag);
+      // The peer is its rank in the communicator.
+      const std::vector<Rank>& members =
+          program_.comms[static_cast<std::size_t>(slot->second)].members;
+      if (peer < 0 || peer >= std::ssize(members))
+        return fail(
+            fmt::format("peer {} outside communicator {}'s {} ranks", peer, comm, members.size()));
+      const Rank global = members[static_cast<std::size_t>(peer)];
+      if (global == rank_) return fail("a transfer to the rank itself");
+      index = code == "send" ? builder_.send(st, peer_index(global), Bytes{bytes}, tag)
+                             : builder_.recv(st, peer_index(global), Bytes{bytes}, tag);
     } else {
       const std::optional<CollectiveKind> kind = parse_collective_kind(code);
       if (!kind) return fail(fmt::format("unknown op code '{}'", code));
@@ -280,34 +294,23 @@ class CaptureReader {
     return Status::ok();
   }
 
-  Result<ExecutionGraph> finish() {
-    ExecutionGraph g;
-    g.name = job_.name;
-    g.layout = Layout(world_, {{"tp", 1}, {"cp", 1}, {"dp", world_}, {"pp", 1}},
-                      job_.cluster.gpus_per_node);
-    g.slots = std::move(slots_);
-    Role role = std::move(builder_).build();
-    role.streams.insert(role.streams.end(), stream_names_.begin(), stream_names_.end());
-    g.roles.push_back(std::move(role));
-    g.role_of_rank.assign(static_cast<std::size_t>(world_), 0);
-    Status s = finalize_graph(g);
-    if (s.is_ok()) s = validate_graph(g);
-    if (!s.is_ok()) return fail_at(-1, fmt::format("the graph built from it: {}", s.message()));
-    return g;
+  RankProgram finish() {
+    program_.rank = rank_;
+    program_.source = source_;
+    program_.role = std::move(builder_).build();
+    program_.role.streams.insert(program_.role.streams.end(), stream_names_.begin(),
+                                 stream_names_.end());
+    return std::move(program_);
   }
 
-  static constexpr int kDpDim = 2;  // the layout's "dp" dimension
-
-  const JobSpec& job_;
   std::string source_;
   int world_;
   int rank_ = 0;
   int index_ = -1;
   RoleBuilder builder_;
-  std::vector<CommSlot> slots_;
-  std::map<std::uint32_t, int> comms_;  // client handle -> slot
-  std::map<int, int> peer_slots_;       // offset -> slot
-  int world_slots_ = 0;
+  RankProgram program_;
+  std::map<std::uint32_t, int> comms_;   // client handle -> index in program_.comms
+  std::map<Rank, int> peer_index_;       // global rank -> index in program_.peers
   std::map<std::int64_t, int> streams_;  // client stream -> role stream
   std::vector<std::string> stream_names_;
   std::map<std::uint32_t, int> op_ids_;  // client op id -> role op
@@ -318,6 +321,7 @@ class CaptureReader {
   std::int64_t host_at_ = 0;
   int last_host_op_ = kNone;
   int iterations_ = 0;
+  bool said_hello_ = false;
   bool said_bye_ = false;
 };
 
@@ -327,18 +331,11 @@ Status check_capturable(const JobSpec& job) {
   if (job.has_model)
     return Status::invalid_argument(fmt::format(
         "job '{}' has a model section: its graph comes from the model, not a capture", job.name));
-  if (job.tp() != 1 || job.pp() != 1 || job.cp() != 1 || job.ep() != 1)
-    return Status::invalid_argument(fmt::format(
-        "job '{}': tensor, pipeline, context and expert parallel sizes {}, {}, {}, {}: one "
-        "captured rank describes only a purely data-parallel program (all 1); other layouts "
-        "need a capture of each role (slicing)",
-        job.name, job.tp(), job.pp(), job.cp(), job.ep()));
   return Status::ok();
 }
 
-Result<ExecutionGraph> graph_from_capture(const JobSpec& job, std::string_view capture_json,
-                                          const std::string& source) {
-  PRISM_RETURN_IF_ERROR(check_capturable(job));
+Result<RankProgram> program_from_capture(std::string_view capture_json, const std::string& source,
+                                         int world_size) {
   json doc;
   try {
     doc = json::parse(capture_json);
@@ -346,8 +343,19 @@ Result<ExecutionGraph> graph_from_capture(const JobSpec& job, std::string_view c
     return Status::invalid_argument(
         fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));
   }
-  CaptureReader reader(job, source);
+  CaptureReader reader(world_size, source);
   return reader.build(doc);
+}
+
+Result<ExecutionGraph> graph_from_capture(const JobSpec& job, std::string_view capture_json,
+                                          const std::string& source) {
+  PRISM_RETURN_IF_ERROR(check_capturable(job));
+  PRISM_ASSIGN_OR_RETURN(RankProgram program,
+                         program_from_capture(capture_json, source, job.num_gpus));
+  std::vector<RankProgram> slices;
+  slices.push_back(std::move(program));
+  PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, graph_from_slices(job, nullptr, std::move(slices)));
+  return std::move(sliced.graph);
 }
 
 }  // namespace prism

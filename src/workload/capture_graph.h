@@ -1,13 +1,9 @@
-// The graph of a data-parallel program, built from one rank's capture.
+// A captured rank's program, and the graph of a job built from captures.
 //
 // A job without a model section describes the user's own program (world
-// size, cluster, parallel sizes). When the program is purely data-parallel
-// (tensor, pipeline, context and expert sizes 1), every rank runs the same
-// program on its own data: one role, and one real rank's captured run
-// (docs/emulate.md, "Capture files") is that role's program. Communicators
-// that span the world become group slots along the data-parallel
-// dimension; a send to the rank k places ahead becomes a peer slot of
-// offset k, wrapping, as every rank does the same.
+// size, cluster, parallel sizes); its graph is built from captures of the
+// program's ranks (docs/emulate.md, "Capture files"), one per role
+// (workload/slices.h). program_from_capture() reads one capture.
 //
 // The capture's times become the program: the host's time between two of
 // its messages is a compute op on a "host" stream; each communication op
@@ -17,6 +13,10 @@
 // wait (a progress thread polling), not from a wait naming it, is depended
 // on at the rank's next iteration marker or its goodbye: the program's
 // real wait for it (a future, a stream) is not visible on the wire.
+//
+// Communicators keep their members (global ranks, in communicator order),
+// and a send's or receive's peer becomes a global rank, as a RankProgram
+// (workload/rank_program.h) holds them.
 #pragma once
 
 #include <string>
@@ -25,16 +25,22 @@
 #include "graph/graph.h"
 #include "util/status.h"
 #include "workload/job_spec.h"
+#include "workload/rank_program.h"
 
 namespace prism {
 
-// Whether one rank's capture can describe `job`: no model section, and
-// purely data-parallel. Checked before the program runs.
+// Whether captures can describe `job`: it has no model section. Checked
+// before the program runs.
 Status check_capturable(const JobSpec& job);
 
-// `capture_json`: a "prism-capture" version 1 document; `source` names it in
-// errors. The job must have no model section and be purely data-parallel;
-// the capture's world size must be the job's.
+// `capture_json`: a "prism-capture" version 1 document of a rank in a world
+// of `world_size` ranks; `source` names it in errors and in the program.
+Result<RankProgram> program_from_capture(std::string_view capture_json, const std::string& source,
+                                         int world_size);
+
+// The graph of `job` (no model section) from one rank's capture: every
+// role of the job's layout must be that rank's (a data-parallel program,
+// or one whose only role is the captured rank's).
 Result<ExecutionGraph> graph_from_capture(const JobSpec& job, std::string_view capture_json,
                                           const std::string& source);
 

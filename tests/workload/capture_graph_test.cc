@@ -87,9 +87,11 @@ TEST(CaptureGraphTest, ASplitsAnswerDeclaresItsCommunicator) {
       "}," + op(0, 1000) + "{\"type\":\"bye\",\"at\":2000,\"exit_code\":0}";
   Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(events), "cap");
   ASSERT_TRUE(g.is_ok()) << g.status().message();
-  ASSERT_EQ(g.value().slots.size(), 2u);
-  EXPECT_EQ(g.value().slots[1].name, "world2");
-  EXPECT_EQ(g.value().roles[0].ops[1].ref, 1);  // the all-reduce on the split communicator
+  // Only communicators that ops use become slots; the split one is the
+  // rank's second over these members.
+  ASSERT_EQ(g.value().slots.size(), 1u);
+  EXPECT_EQ(g.value().slots[0].name, "world#2");
+  EXPECT_EQ(g.value().roles[0].ops[1].ref, 0);
 }
 
 TEST(CaptureGraphTest, TheHostWaitsWhereTheRankWaited) {
@@ -123,15 +125,15 @@ TEST(CaptureGraphTest, SameCaptureSameGraphByteForByte) {
   EXPECT_EQ(graph_to_json(a.value()), graph_to_json(b.value()));
 }
 
-TEST(CaptureGraphTest, ASendBecomesAPeerSlotOfItsOffset) {
+TEST(CaptureGraphTest, ASendBecomesAGridPeerSlotOfItsOffset) {
   const std::string events = kWorldComm + op(0, 10, "send", 64, 5) + op(1, 20, "recv", 64, 1) +
                              "{\"type\":\"bye\",\"at\":30,\"exit_code\":0}";
   Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(events), "cap");
   ASSERT_TRUE(g.is_ok()) << g.status().message();
   std::vector<std::string> names;
   for (const CommSlot& s : g.value().slots) names.push_back(s.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"world", "peer+2", "peer+14"}));
-  EXPECT_EQ(g.value().resolver().peer(1, 15), 1);  // wraps
+  EXPECT_EQ(names, (std::vector<std::string>{"dp+2", "dp+14"}));
+  EXPECT_EQ(g.value().resolver().peer(0, 15), 1);  // wraps
 }
 
 struct Refusal {
@@ -141,9 +143,22 @@ struct Refusal {
 
 TEST(CaptureGraphTest, RefusesWhatOneRankCannotDescribe) {
   const Refusal cases[] = {
-      {"{\"type\":\"comm_init\",\"comm\":1,\"nranks\":4,\"rank_in_comm\":3,\"members\":[0,1,2,3]},"
+      {"{\"type\":\"comm_init\",\"comm\":1,\"nranks\":4,\"rank_in_comm\":3,\"members\":[0,1,2,3]}"
+       "," +
+           op(0, 10) + "{\"type\":\"bye\",\"at\":20}",
+       "communicator [0,1,2,3] ('dp{0,1,2,3}') does not move with the ranks"},
+      {"{\"type\":\"comm_init\",\"comm\":1,\"nranks\":4,\"rank_in_comm\":0,\"members\":[0,1,2,3]},"
        "{\"type\":\"bye\",\"at\":0}",
-       "event 1: communicator 1 (4 ranks: 0,1,2,3) does not span the world of 16"},
+       "event 1: communicator 1: 4 ranks with rank 3 at position 0"},
+      {"{\"type\":\"comm_init\",\"comm\":1,\"nranks\":2,\"rank_in_comm\":1,\"members\":[3,3]},"
+       "{\"type\":\"bye\",\"at\":0}",
+       "event 1: communicator 1: member 3 is listed twice"},
+      {"{\"type\":\"comm_init\",\"comm\":1,\"nranks\":4,\"rank_in_comm\":3},{\"type\":\"bye\","
+       "\"at\":0}",
+       "event 1: communicator 1 (4 ranks, this rank 3 of them) does not say its members"},
+      {kWorldComm + op(0, 10, "send", 64, 16),
+       "event 2: peer 16 outside communicator 1's 16 ranks"},
+      {kWorldComm + op(0, 10, "send", 64, 3), "event 2: a transfer to the rank itself"},
       {op(0, 10), "event 1: op on undeclared communicator 1"},
       {kWorldComm + op(0, 10) + op(0, 20), "event 3: op_id 0 entered twice"},
       {kWorldComm + op(0, 10) + op(1, 5), "event 3: at 5 ns is before the previous event's 10 ns"},
@@ -163,7 +178,7 @@ TEST(CaptureGraphTest, RefusesWhatOneRankCannotDescribe) {
   }
 }
 
-TEST(CaptureGraphTest, RefusesAnotherWorldAMalformedDocumentAndNonDataParallelJobs) {
+TEST(CaptureGraphTest, RefusesAnotherWorldAMalformedDocumentAndUncapturedStages) {
   Result<ExecutionGraph> world =
       graph_from_capture(program_job(), capture("{\"type\":\"bye\",\"at\":1}", 8), "cap");
   EXPECT_THAT(world.status().message(),
@@ -172,10 +187,22 @@ TEST(CaptureGraphTest, RefusesAnotherWorldAMalformedDocumentAndNonDataParallelJo
               HasSubstr("cap: malformed JSON"));
   EXPECT_THAT(graph_from_capture(program_job(), "{\"format\":\"x\"}", "cap").status().message(),
               HasSubstr("not a prism-capture document"));
+  // Tensor parallelism keeps one role; a second stage needs its own capture.
   Result<ExecutionGraph> tp = graph_from_capture(
       program_job("parallelism: {tensor_model_parallel_size: 2}\n"), capture(kTwoSteps), "cap");
-  EXPECT_THAT(tp.status().message(), HasSubstr("one captured rank describes only a purely "
-                                               "data-parallel program"));
+  EXPECT_TRUE(tp.is_ok()) << tp.status().message();
+  Result<ExecutionGraph> pp = graph_from_capture(
+      program_job("parallelism: {pipeline_model_parallel_size: 2}\n"), capture(kTwoSteps), "cap");
+  EXPECT_THAT(pp.status().message(),
+              HasSubstr("role 'stage1' (8 ranks from rank 8) has no captured rank, and the job "
+                        "has no model section to fall back on"));
+  EXPECT_THAT(graph_from_capture(program_job(),
+                                 capture("{\"type\":\"hello\",\"rank\":3,"
+                                         "\"world_size\":16}"),
+                                 "cap")
+                  .status()
+                  .message(),
+              HasSubstr("event 1: a second hello"));
 }
 
 TEST(CaptureGraphTest, AJobWithoutModelRefusesModelOnlySettings) {

@@ -1,0 +1,89 @@
+// Slicing: the graph of a whole job from one captured rank per role.
+//
+// Roles come from the layout. A job's ranks are Megatron's grid (tp, cp,
+// dp, pp, innermost first); ranks of one pipeline stage run one program up
+// to which communicators and peers they hold, so each stage is a role
+// ("stage0", ...), as the builder's graph has them. For a job with a model
+// section the roles are the builder's; for a program's job (no model
+// section) they are the stages of its declared parallel sizes, with the
+// data-parallel dimension split into "ep" (innermost) and "edp" when
+// expert_model_parallel_size > 1.
+//
+// A role's captured rank (its representative: the lowest captured rank of
+// the role) gives the role's program: its measured compute, op order,
+// communicators and memory events. Another rank r of the role holds the
+// representative's communicators and peers moved to r's place in the grid:
+// each member's coordinates shift by r's minus the representative's, modulo
+// each dimension's size. Communicators become slots:
+//   - with a model, the builder's slot whose group at the representative
+//     has the same members (and peers: the same peer), so that captured and
+//     modelled roles meet on the same communicators;
+//   - a group of whole dimensions in rank order: a grid slot named after
+//     them ("tp", "dp", "tp+dp"; "world" when it spans every dimension);
+//   - a send to a rank one dimension away: a grid peer slot ("dp+1",
+//     "pp+1", "pp-1");
+//   - anything else: an explicit table, filled for every rank of the role,
+//     named by the group's shape ("pp{0,3}": first and last stage; "group-"
+//     and a hash for an irregular one). Roles that hold the same
+//     communicator must give the same table.
+// A second communicator with the same members on one rank adds "#2", and so
+// on. More captured ranks of one role are checked against the
+// representative: the same communication, memory and marker ops in the same
+// order, on the moved communicators and peers; the first difference is the
+// error. A role with no capture runs the builder's model, when the job has
+// one, and the report says so; a program's job has none to fall back on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "util/status.h"
+#include "workload/job_spec.h"
+#include "workload/rank_program.h"
+
+namespace prism {
+
+// The grid of a program's job (no model section).
+Result<Layout> program_layout(const JobSpec& job);
+
+struct SliceRoles {
+  Layout layout;
+  std::vector<std::string> names;          // role -> name
+  std::vector<std::int32_t> role_of_rank;  // rank -> role
+  std::vector<std::vector<Rank>> ranks;    // role -> its ranks, ascending
+};
+
+// The roles of `job`: the builder's graph's (`model`, when the job has a
+// model section), else one per pipeline stage of program_layout().
+Result<SliceRoles> slice_roles(const JobSpec& job, const ExecutionGraph* model);
+
+// Where a role's program came from.
+struct RoleSource {
+  std::string role;
+  int num_ranks = 0;
+  Rank first_rank = 0;
+  Rank captured = kNone;      // the rank whose capture the role runs; kNone: the model's
+  std::vector<Rank> checked;  // further captured ranks of the role, found equivalent
+};
+
+struct SlicedGraph {
+  ExecutionGraph graph;
+  std::vector<RoleSource> roles;
+};
+
+// Builds `job`'s graph from `captures` (programs of captured ranks, any
+// order, each rank at most once). `model`: the builder's graph of a job
+// with a model section, else nullptr. The result has passed finalize_graph
+// and validate_graph.
+Result<SlicedGraph> graph_from_slices(const JobSpec& job, const ExecutionGraph* model,
+                                      std::vector<RankProgram> captures);
+
+// The capture files (docs/emulate.md, "Capture files") in `dir`: every
+// *.json whose "format" is "prism-capture", in name order. None is an error.
+Result<std::vector<RankProgram>> read_slices(const std::string& dir, int world_size);
+
+// The role table: each role's ranks and where its program came from.
+std::string format_slice_report(const SlicedGraph& s);
+
+}  // namespace prism
