@@ -25,7 +25,6 @@
 #include "runtime/emulate_report.h"
 #include "runtime/launcher.h"
 #include "util/file.h"
-#include "workload/capture_graph.h"
 
 namespace prism {
 namespace {
@@ -114,6 +113,16 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   app_->add_flag("--no-fold", no_fold_, "Simulate every virtual rank instead of one per class");
+  CLI::Option* graph =
+      app_->add_option("--graph", graph_path_,
+                       "Emulate against this graph (prism build; or --save-graph of an earlier "
+                       "run) instead of building or capturing one")
+          ->type_name("FILE");
+  app_->add_option("--slices", slices_dir_,
+                   "Write the program's captures, one rank per role, to DIR/slice-rank<N>.json "
+                   "(for prism build --from-slices)")
+      ->type_name("DIR")
+      ->excludes(graph);
   app_->add_option("--save-graph", save_graph_path_,
                    "Write the job's graph (built, or captured from the program) to FILE")
       ->type_name("FILE");
@@ -130,6 +139,9 @@ bool EmulateCommand::selected() const {
 Result<int> EmulateCommand::run() const {
   PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--report", "--trace", "--save-graph"},
                                            job_.job_path, "job spec"));
+  if (!graph_path_.empty() && graph_path_ == save_graph_path_)
+    return Status::invalid_argument(
+        fmt::format("--save-graph {} is the --graph it would overwrite", save_graph_path_));
   PRISM_ASSIGN_OR_RETURN(const PreparedJob p, prepare_job(job_, /*program_ok=*/true));
   PRISM_ASSIGN_OR_RETURN(const DeviceMemoryOptions device, memory_.device(p.gpu.name));
   const int world = p.job.num_gpus;
@@ -144,18 +156,28 @@ Result<int> EmulateCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(PrivateDir dir, PrivateDir::make());
   RankEnvironment env{world, p.job.cluster.gpus_per_node, "", "", master_port_, timeout_s_};
 
-  // A program's job has no graph yet: its first real rank runs once to be
-  // captured, and the graph of every rank is built from that.
-  ExecutionGraph captured;
-  if (!p.job.has_model) {
-    PRISM_RETURN_IF_ERROR(check_capturable(p.job));
-    RankEnvironment capture_env = env;
-    capture_env.coordinator = "unix:" + dir.path() + "/capture.sock";
-    PRISM_ASSIGN_OR_RETURN(
-        captured, capture_program(p, ProgramCaptureRun{real.value().front(), program_, capture_env,
-                                                       capture_dir_}));
+  // The graph: one given with --graph, the model's, or, for a program's
+  // job, one built from captures of the program (one rank per role).
+  ExecutionGraph owned;
+  if (!graph_path_.empty()) {
+    Result<ExecutionGraph> loaded = load_graph(graph_path_);
+    if (!loaded.is_ok()) return loaded.status().with_context("--graph");
+    owned = std::move(loaded).value();
+    if (owned.world_size() != world)
+      return Status::invalid_argument(
+          fmt::format("--graph {}: a graph of {} ranks; job '{}' has {}", graph_path_,
+                      owned.world_size(), p.job.name, world));
+  } else if (p.job.has_model && !slices_dir_.empty()) {
+    return Status::invalid_argument(fmt::format(
+        "--slices {}: job '{}' has a model section, so its graph is the model's and no rank is "
+        "captured",
+        slices_dir_, p.job.name));
+  } else if (!p.job.has_model) {
+    SliceCaptureRun run{real.value(), program_, env, dir.path(), slices_dir_};
+    PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, capture_slices(p, run));
+    owned = std::move(sliced.graph);
   }
-  const ExecutionGraph& g = p.job.has_model ? p.built.graph : captured;
+  const ExecutionGraph& g = graph_path_.empty() && p.job.has_model ? p.built.graph : owned;
   if (!save_graph_path_.empty()) PRISM_RETURN_IF_ERROR(save_graph(g, save_graph_path_));
 
   // The prediction: the same job replayed with no real rank.

@@ -38,6 +38,8 @@ class EmulateCommand {
   double timeout_s_ = 600;
   int master_port_ = 29500;
   bool no_fold_ = false;
+  std::string graph_path_;
+  std::string slices_dir_;
   std::string save_graph_path_;
   MemoryOptions memory_;
   std::vector<std::string> program_;

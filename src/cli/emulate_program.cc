@@ -70,56 +70,86 @@ Status early_end(const runtime::RendezvousStore& store, runtime::Launcher& launc
   return Status::ok();
 }
 
-Result<ExecutionGraph> capture_program(const PreparedJob& p, const ProgramCaptureRun& run) {
+namespace {
+
+// One capture: the program runs as `rank`; its capture document, or why not.
+Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& run, Rank rank) {
   runtime::ProgramCapture capture(
-      runtime::ProgramCaptureOptions{run.rank, p.job.num_gpus, p.job.name, run.env.timeout()});
-  PRISM_ASSIGN_OR_RETURN(const wire::Address where, wire::parse_address(run.env.coordinator));
-  PRISM_ASSIGN_OR_RETURN(const wire::Address bound, capture.listen(where));
+      runtime::ProgramCaptureOptions{rank, p.job.num_gpus, p.job.name, run.env.timeout()});
+  PRISM_ASSIGN_OR_RETURN(
+      const wire::Address bound,
+      capture.listen(wire::Address{wire::Address::Kind::kUnix,
+                                   fmt::format("{}/capture{}.sock", run.socket_dir, rank), "", 0}));
   RankEnvironment env = run.env;
   env.coordinator = bound.to_string();
+  env.graph.clear();
   PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<runtime::RendezvousStore> store,
-                         start_store(env, {run.rank}));
+                         start_store(env, {rank}));
   env.master_port = store->port();
-
-  fmt::print(stderr,
-             "prism emulate: capturing rank {} of {}: every rank of a data-parallel program runs "
-             "its program, so one run of it is the graph of all\n",
-             run.rank, p.job.num_gpus);
   runtime::Launcher launcher(runtime::stdio_sink(stdout, stderr));
-  PRISM_RETURN_IF_ERROR(launcher.start(run.rank, run.program, rank_env(env, run.rank)).status());
+  PRISM_RETURN_IF_ERROR(launcher.start(rank, run.program, rank_env(env, rank)).status());
   Result<runtime::RankCapture> done = capture.run([&] {
     return early_end(
         *store, launcher, [&](Rank) { return capture.connected(); }, "captured");
   });
   if (!done.is_ok()) {
     launcher.terminate_all(std::chrono::milliseconds(2000));
-    return done.status().with_context("capture");
+    return done.status().with_context(fmt::format("the capture of rank {}", rank));
   }
   for (const runtime::RankExit& e : launcher.wait_all(run.env.timeout())) {
     if (e.how == runtime::RankExit::How::kExited && e.code == 0) continue;
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return Status::invalid_argument(
-        fmt::format("capture: rank {} (pid {}) {} after its goodbye: the capture is not trusted",
-                    e.rank, e.pid, e.describe()));
+        fmt::format("the capture of rank {}: its process (pid {}) {} after its goodbye: the "
+                    "capture is not trusted",
+                    rank, e.pid, e.describe()));
   }
-  const std::string json = runtime::format_capture_json(done.value());
-  if (!run.capture_dir.empty()) {
+  return runtime::format_capture_json(done.value());
+}
+
+}  // namespace
+
+Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run) {
+  PRISM_RETURN_IF_ERROR(check_capturable(p.job));
+  PRISM_ASSIGN_OR_RETURN(const SliceRoles roles, slice_roles(p.job, nullptr));
+  if (!run.slices_dir.empty()) {
     std::error_code ec;
-    std::filesystem::create_directories(run.capture_dir, ec);
-    if (ec) return Status::io_error(fmt::format("--capture {}: {}", run.capture_dir, ec.message()));
-    PRISM_RETURN_IF_ERROR(
-        write_file_atomic(fmt::format("{}/program-rank{}.json", run.capture_dir, run.rank), json));
+    std::filesystem::create_directories(run.slices_dir, ec);
+    if (ec) return Status::io_error(fmt::format("--slices {}: {}", run.slices_dir, ec.message()));
   }
-  PRISM_ASSIGN_OR_RETURN(
-      ExecutionGraph g,
-      graph_from_capture(p.job, json, fmt::format("the capture of rank {}", run.rank)));
-  std::size_t comm = 0;
-  for (const Op& op : g.roles.front().ops) comm += is_communication(op.kind) ? 1 : 0;
-  fmt::print(stderr,
-             "prism emulate: captured rank {}: {} communication ops, {} ops in all; the graph "
-             "of {} ranks is built from it\n",
-             run.rank, comm, g.roles.front().ops.size(), g.world_size());
-  return g;
+  std::vector<RankProgram> captured;
+  for (std::size_t ri = 0; ri < roles.names.size(); ++ri) {
+    const std::vector<Rank>& ranks = roles.ranks[ri];
+    Rank rank = ranks.front();
+    for (Rank r : run.real) {
+      if (roles.role_of_rank[static_cast<std::size_t>(r)] == static_cast<std::int32_t>(ri)) {
+        rank = r;
+        break;
+      }
+    }
+    fmt::print(stderr,
+               "prism emulate: capturing role {} of {} ({}, {} ranks): rank {} runs with virtual "
+               "peers that answer at once\n",
+               ri + 1, roles.names.size(), roles.names[ri], ranks.size(), rank);
+    PRISM_ASSIGN_OR_RETURN(const std::string json, capture_rank(p, run, rank));
+    const std::string name = fmt::format("slice-rank{}.json", rank);
+    if (!run.slices_dir.empty())
+      PRISM_RETURN_IF_ERROR(write_file_atomic(run.slices_dir + "/" + name, json));
+    PRISM_ASSIGN_OR_RETURN(
+        RankProgram program,
+        program_from_capture(json, fmt::format("the capture of rank {}", rank), p.job.num_gpus));
+    std::size_t comm = 0;
+    for (const Op& op : program.role.ops) comm += is_communication(op.kind) ? 1 : 0;
+    fmt::print(stderr, "prism emulate: captured rank {}: {} communication ops, {} ops in all\n",
+               rank, comm, program.role.ops.size());
+    captured.push_back(std::move(program));
+  }
+  PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced,
+                         graph_from_slices(p.job, nullptr, std::move(captured)));
+  fmt::print(stderr, "prism emulate: the graph of {} ranks, built from {} captured {}:\n{}",
+             sliced.graph.world_size(), sliced.roles.size(),
+             sliced.roles.size() == 1 ? "rank" : "ranks", format_slice_report(sliced));
+  return sliced;
 }
 
 }  // namespace prism

@@ -1,4 +1,4 @@
-// What `prism emulate` gives the real ranks' processes, and the capture of
+// What `prism emulate` gives the real ranks' processes, and the captures of
 // a program that has no graph yet (a job without a model section).
 #pragma once
 
@@ -13,6 +13,7 @@
 #include "runtime/launcher.h"
 #include "runtime/rendezvous_store.h"
 #include "util/status.h"
+#include "workload/slices.h"
 
 namespace prism {
 
@@ -53,16 +54,19 @@ Result<std::unique_ptr<runtime::RendezvousStore>> start_store(const RankEnvironm
 Status early_end(const runtime::RendezvousStore& store, runtime::Launcher& launcher,
                  const std::function<bool(Rank)>& connected, std::string_view who);
 
-struct ProgramCaptureRun {
-  Rank rank = 0;
+struct SliceCaptureRun {
+  std::vector<Rank> real;  // the emulation's real ranks: each role's own, where it has one
   std::vector<std::string> program;
-  RankEnvironment env;      // coordinator: where the capture listens
-  std::string capture_dir;  // when set, the capture is written there too
+  RankEnvironment env;     // coordinator: ignored (each capture listens on its own socket)
+  std::string socket_dir;  // a private directory for the captures' sockets
+  std::string slices_dir;  // when set, each capture is written there as slice-rank<N>.json
 };
 
-// Runs the program once as `run.rank` with virtual peers that answer at
-// once (runtime/program_capture.h), then builds the job's graph from what
-// it did (workload/capture_graph.h). The job must have no model section.
-Result<ExecutionGraph> capture_program(const PreparedJob& p, const ProgramCaptureRun& run);
+// Builds the graph of a program's job (no model section) from captures:
+// for each role of the job's layout (workload/slices.h), one rank runs
+// the program with virtual peers that answer at once
+// (runtime/program_capture.h), one role after another, with progress on
+// stderr. Each role's rank is its lowest real rank, else its lowest rank.
+Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run);
 
 }  // namespace prism

@@ -23,6 +23,7 @@
 #include "report/simulate_report.h"
 #include "util/file.h"
 #include "workload/model_stats.h"
+#include "workload/slices.h"
 
 namespace prism {
 namespace {
@@ -219,6 +220,10 @@ BuildCommand::BuildCommand(CLI::App& parent)
   app_->add_option("-o,--output", output_path_, "Write the graph to FILE (docs/graph-format.md)")
       ->required()
       ->type_name("FILE");
+  app_->add_option("--from-slices", slices_dir_,
+                   "Build from the captures in DIR, one rank per role (prism emulate --slices); "
+                   "roles without one run the model")
+      ->type_name("DIR");
 }
 
 bool BuildCommand::selected() const {
@@ -227,10 +232,22 @@ bool BuildCommand::selected() const {
 
 Result<int> BuildCommand::run() const {
   PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--output"}, job_.job_path, "job spec"));
-  PRISM_ASSIGN_OR_RETURN(const PreparedJob p, prepare_job(job_));
+  PRISM_ASSIGN_OR_RETURN(const PreparedJob p,
+                         prepare_job(job_, /*program_ok=*/!slices_dir_.empty()));
+  ExecutionGraph sliced;
+  if (!slices_dir_.empty()) {
+    progress(fmt::format("reading the captures in {}...", slices_dir_));
+    Result<std::vector<RankProgram>> captures = read_slices(slices_dir_, p.job.num_gpus);
+    if (!captures.is_ok()) return captures.status().with_context("--from-slices");
+    Result<SlicedGraph> s = graph_from_slices(p.job, p.job.has_model ? &p.built.graph : nullptr,
+                                              std::move(captures).value());
+    if (!s.is_ok()) return s.status().with_context("--from-slices");
+    std::fputs(format_slice_report(s.value()).c_str(), stdout);
+    sliced = std::move(s.value().graph);
+  }
+  const ExecutionGraph& g = slices_dir_.empty() ? p.built.graph : sliced;
   progress(fmt::format("writing {}...", output_path_));
-  PRISM_RETURN_IF_ERROR(save_graph(p.built.graph, output_path_));
-  const ExecutionGraph& g = p.built.graph;
+  PRISM_RETURN_IF_ERROR(save_graph(g, output_path_));
   fmt::print("{}: {} ranks, {} roles, {} ops\n", output_path_, g.world_size(), g.roles.size(),
              g.total_ops());
   return 0;

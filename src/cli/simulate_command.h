@@ -38,7 +38,9 @@ class SimulateCommand {
 };
 
 // `prism build JOB.yaml -o GRAPH`: writes the graph `prism simulate` would
-// replay, for `prism replay` and the emulator.
+// replay, for `prism replay` and the emulator. With --from-slices DIR, the
+// graph is built from captured ranks (workload/slices.h), one per role; a
+// program's job (no model section) needs one for every role.
 class BuildCommand {
  public:
   explicit BuildCommand(CLI::App& parent);
@@ -49,6 +51,7 @@ class BuildCommand {
   CLI::App* app_;
   JobOptions job_;
   std::string output_path_;
+  std::string slices_dir_;
 };
 
 }  // namespace prism

@@ -33,6 +33,8 @@ class RoleBuilder {
   // Sets the NCCL group of op `op` (consecutive communication ops of a stream
   // with the same nonzero group start together).
   void set_group(int op, std::uint32_t group) { role_.ops[op].group = group; }
+  // Sets the element type of send or receive `op` (bf16 unless set).
+  void set_dtype(int op, DType dtype) { role_.ops[op].dtype = dtype; }
   // Adds explicit dependencies to the most recently added op.
   void add_deps(std::initializer_list<int> deps);
 

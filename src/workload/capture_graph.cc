@@ -197,6 +197,7 @@ class CaptureReader {
       if (global == rank_) return fail("a transfer to the rank itself");
       index = code == "send" ? builder_.send(st, peer_index(global), Bytes{bytes}, tag)
                              : builder_.recv(st, peer_index(global), Bytes{bytes}, tag);
+      builder_.set_dtype(index, *dtype);
     } else {
       const std::optional<CollectiveKind> kind = parse_collective_kind(code);
       if (!kind) return fail(fmt::format("unknown op code '{}'", code));

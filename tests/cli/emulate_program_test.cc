@@ -3,7 +3,9 @@
 // whose job spec has no model: `prism emulate` captures the program, builds
 // the graph of all 64 ranks from it, and emulates. The real rank must issue
 // exactly the graph's collectives and bytes, and the emulated iteration time
-// must be reported. Skipped where torch or PrismLLM's backend is missing.
+// must be reported. And a pipeline (examples/pipeline_gpt/train.py) whose
+// graph is built from one captured rank per stage. Skipped where torch or
+// PrismLLM's backend is missing.
 #include <cstdlib>
 #include <filesystem>
 
@@ -44,13 +46,13 @@ class EmulateProgramTest : public ::testing::Test {
 };
 
 TEST_F(EmulateProgramTest, DdpGptRunsAsOneRealRankOfSixtyFour) {
-  const RunResult r =
-      run_prism({"emulate", "examples/jobs/ddp-gpt-64.yaml", "--real-ranks", "0", "--master-port",
-                 "0", "--report", "{tmp}/r.json", "--save-graph", "{tmp}/g.json", "--capture",
-                 "{tmp}/cap", "--", kPython, "examples/ddp_gpt/train.py", "--steps", "3"},
-                tmp_);
+  const RunResult r = run_prism(
+      {"emulate", "examples/jobs/ddp-gpt-64.yaml", "--real-ranks", "0", "--master-port", "0",
+       "--report", "{tmp}/r.json", "--save-graph", "{tmp}/g.json", "--capture", "{tmp}/cap",
+       "--slices", "{tmp}/slices", "--", kPython, "examples/ddp_gpt/train.py", "--steps", "3"},
+      tmp_);
   ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
-  EXPECT_THAT(r.err, HasSubstr("prism emulate: capturing rank 0 of 64"));
+  EXPECT_THAT(r.err, HasSubstr("prism emulate: capturing role 1 of 1 (stage0, 64 ranks): rank 0"));
   EXPECT_THAT(r.out, HasSubstr("[rank0]: gpt: "));
   EXPECT_THAT(r.out, HasSubstr("job:                ddp-gpt-64 (64 ranks), 1 real"));
   EXPECT_THAT(r.out, HasSubstr("iteration time:     "));
@@ -79,17 +81,74 @@ TEST_F(EmulateProgramTest, DdpGptRunsAsOneRealRankOfSixtyFour) {
   }
   EXPECT_EQ(rank["ops"].get<int>(), collectives);
   EXPECT_EQ(rank["bytes"].get<std::int64_t>(), bytes);
-  EXPECT_TRUE(fs::exists(tmp_ + "/cap/program-rank0.json"));
+  EXPECT_TRUE(fs::exists(tmp_ + "/slices/slice-rank0.json"));
   EXPECT_TRUE(fs::exists(tmp_ + "/cap/rank0.json"));
 }
 
-TEST_F(EmulateProgramTest, AProgramThatIsNotDataParallelIsRefusedBeforeItRuns) {
-  const RunResult r = run_prism({"emulate", "examples/jobs/ddp-gpt-64.yaml", "--set",
-                                 "parallelism.tensor_model_parallel_size=2", "--real-ranks", "0",
-                                 "--master-port", "0", "--", kPython, "examples/ddp_gpt/train.py"},
-                                tmp_);
+// A pipeline of 2 stages and 2 data-parallel ranks each: one rank of each
+// stage is captured (the real rank for its own stage), the graph is built
+// from the two, and `prism build --from-slices` and `--graph` reuse them.
+TEST_F(EmulateProgramTest, APipelineIsCapturedStageByStageThenBuiltAndReused) {
+  const std::vector<std::string> job = {"examples/jobs/pipeline-gpt-2.yaml", "--set",
+                                        "cluster.num_gpus=4"};
+  const std::vector<std::string> program = {
+      "--", kPython, "examples/pipeline_gpt/train.py", "--steps", "3", "--warmup", "1"};
+  const auto args = [&](std::vector<std::string> head, const std::vector<std::string>& tail) {
+    head.insert(head.begin() + 1, job.begin(), job.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  RunResult r =
+      run_prism(args({"emulate", "--real-ranks", "2", "--master-port", "0", "--slices",
+                      "{tmp}/slices", "--save-graph", "{tmp}/g.json", "--report", "{tmp}/r.json"},
+                     program),
+                tmp_);
+  ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("capturing role 1 of 2 (stage0, 2 ranks): rank 0 runs"));
+  EXPECT_THAT(r.err, HasSubstr("capturing role 2 of 2 (stage1, 2 ranks): rank 2 runs"));
+  EXPECT_THAT(r.err, HasSubstr("pipeline-gpt-2: 4 ranks (tp 1, cp 1, dp 2, pp 2), 2 roles\n"));
+  EXPECT_THAT(r.out, HasSubstr("job:                pipeline-gpt-2 (4 ranks), 1 real"));
+  const auto report = nlohmann::json::parse(slurp(tmp_ + "/r.json"));
+  const auto& rank = report["real_ranks"][0];
+  EXPECT_EQ(rank["rank"], 2);
+  EXPECT_EQ(rank["iterations"], 2);
+  // Per microbatch a receive and a send each way, then the gradients'
+  // all-reduce over the stage's data-parallel group: the graph's ops.
+  EXPECT_GT(rank["ops"].get<int>(), 8);
+  EXPECT_EQ(rank["ops"], rank["graph_ops"]);
+  EXPECT_EQ(rank["bytes"], rank["graph_bytes"]);
+  EXPECT_TRUE(fs::exists(tmp_ + "/slices/slice-rank0.json"));
+  EXPECT_TRUE(fs::exists(tmp_ + "/slices/slice-rank2.json"));
+
+  // The same captures build the same graph, byte for byte.
+  r = run_prism(args({"build", "--from-slices", "{tmp}/slices", "-o", "{tmp}/b.json"}, {}), tmp_);
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("  stage1          2      2  captured rank 2\n"));
+  EXPECT_EQ(slurp(tmp_ + "/b.json"), slurp(tmp_ + "/g.json"));
+
+  // --graph: no capture, the program runs against the graph it was given.
+  r = run_prism(
+      args({"emulate", "--real-ranks", "0", "--master-port", "0", "--graph", "{tmp}/b.json"},
+           program),
+      tmp_);
+  ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("capturing")));
+  EXPECT_THAT(r.out, HasSubstr("iteration time:     "));
+
+  // A stage without a capture, and a graph of another world, are refused.
+  fs::create_directories(tmp_ + "/half");
+  fs::copy_file(tmp_ + "/slices/slice-rank0.json", tmp_ + "/half/slice-rank0.json");
+  r = run_prism(args({"build", "--from-slices", "{tmp}/half", "-o", "{tmp}/h.json"}, {}), tmp_);
   EXPECT_EQ(r.exit_status, 1);
-  EXPECT_THAT(r.err, HasSubstr("one captured rank describes only a purely data-parallel program"));
+  EXPECT_THAT(r.err, HasSubstr("error: --from-slices: job 'pipeline-gpt-2': role 'stage1' (2 "
+                               "ranks from rank 2) has no captured rank, and the job has no model "
+                               "section to fall back on: capture one of its ranks"));
+  EXPECT_FALSE(fs::exists(tmp_ + "/h.json"));
+  r = run_prism({"emulate", "examples/jobs/pipeline-gpt-2.yaml", "--real-ranks", "0", "--graph",
+                 "{tmp}/b.json", "--", kPython, "examples/pipeline_gpt/train.py"},
+                tmp_);
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("a graph of 4 ranks; job 'pipeline-gpt-2' has 2"));
 }
 
 // Needs no torch: a program's job has no graph for the other commands.

@@ -156,5 +156,30 @@ TEST_F(EmulateTest, RejectsBadArguments) {
   EXPECT_THAT(r.err, HasSubstr("PROGRAM is required"));
 }
 
+TEST_F(EmulateTest, AGivenGraphIsEmulatedInsteadOfTheModels) {
+  RunResult r = run_prism({"build", kJob, "-o", "{tmp}/g.json"}, tmp_);
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  r = emulate("0", {kPlayer}, {"--graph", "{tmp}/g.json", "--report", "{tmp}/r.json"});
+  ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
+  const auto report = nlohmann::json::parse(slurp(tmp_ + "/r.json"));
+  EXPECT_EQ(report["real_ranks"][0]["ops"], report["real_ranks"][0]["graph_ops"]);
+
+  fs::copy_file(kJob, tmp_ + "/not_a_graph.json");
+  r = emulate("0", {kPlayer}, {"--graph", "{tmp}/not_a_graph.json"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("error: --graph: "));
+  r = emulate("0", {kPlayer}, {"--graph", "{tmp}/g.json", "--save-graph", "{tmp}/g.json"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("--save-graph {tmp}/g.json is the --graph it would overwrite"));
+  r = emulate("0", {kPlayer}, {"--graph", "{tmp}/g.json", "--slices", "{tmp}/s"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("--graph excludes --slices"));
+  r = emulate("0", {kPlayer}, {"--slices", "{tmp}/s"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("has a model section, so its graph is the model's and no rank is "
+                               "captured"));
+  EXPECT_FALSE(fs::exists(tmp_ + "/s"));
+}
+
 }  // namespace
 }  // namespace prism
