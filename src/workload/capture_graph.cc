@@ -225,10 +225,14 @@ class CaptureReader {
     if (unspent_.empty()) return Status::ok();
     const std::uint32_t id = *unspent_.begin();
     unspent_.erase(unspent_.begin());
-    if (e.contains("until")) {
-      polled_.push_back(op_ids_[id]);  // a poll: the real wait is not on the wire
+    const int op = op_ids_[id];
+    if (e.contains("until") &&
+        builder_.role().ops[static_cast<std::size_t>(op)].kind != OpKind::kRecv) {
+      polled_.push_back(op);  // a poll: the real wait is not on the wire
     } else {
-      host_waits_for(op_ids_[id]);
+      // A received tensor is waited for before the host goes on with it:
+      // a blocking recv, or irecv's wait before the tensor's first use.
+      host_waits_for(op);
     }
     return Status::ok();
   }

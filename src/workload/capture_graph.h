@@ -12,7 +12,10 @@
 // there. An op whose completion the rank only learned from a deadline-bound
 // wait (a progress thread polling), not from a wait naming it, is depended
 // on at the rank's next iteration marker or its goodbye: the program's
-// real wait for it (a future, a stream) is not visible on the wire.
+// real wait for it (a future, a stream) is not visible on the wire. A
+// receive is the exception: its data is what the host goes on with (a
+// blocking recv, or irecv's wait before the tensor is used), so the host's
+// next op depends on it however its completion was learned.
 //
 // Communicators keep their members (global ranks, in communicator order),
 // and a send's or receive's peer becomes a global rank, as a RankProgram

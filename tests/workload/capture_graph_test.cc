@@ -2,6 +2,8 @@
 // capture, and every way a capture or a job is refused.
 #include "workload/capture_graph.h"
 
+#include <map>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -115,6 +117,42 @@ TEST(CaptureGraphTest, TheHostWaitsWhereTheRankWaited) {
     start += o.duration.ns;
   }
   EXPECT_EQ(waiter_start, 1100);
+}
+
+// A progress thread's polls consume completions: the host's wait is not on
+// the wire. An all-reduce's is depended on at the next iteration marker; a
+// receive's at the host's next op, since the host goes on with its data.
+TEST(CaptureGraphTest, APolledReceiveIsWaitedForAtOnceAPolledAllReduceAtTheMarker) {
+  const auto poll = [](int at) {
+    return "{\"type\":\"wait\",\"at\":" + std::to_string(at) +
+           ",\"wait_id\":" + std::to_string(at) + ",\"until\":" + std::to_string(at) + "},";
+  };
+  // Every rank sends to the rank 2 ahead and receives from the rank 2 behind.
+  const std::string events =
+      kWorldComm + op(0, 50, "send", 64, 5) + op(1, 100, "recv", 64, 1) + op(2, 200) + poll(250) +
+      poll(300) + poll(400) +
+      "{\"type\":\"marker\",\"at\":500,\"marker\":\"iteration_begin\",\"value\":0}," +
+      "{\"type\":\"bye\",\"at\":600,\"exit_code\":0}";
+  Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(events), "cap");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  const Role& role = g.value().roles[0];
+  // When the host op that first depends on each op starts.
+  std::map<std::int32_t, std::int64_t> waited_at;
+  std::int64_t start = 0;
+  std::int32_t recv = -1, all_reduce = -1;
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(role.ops.size()); ++i) {
+    const Op& o = role.ops[static_cast<std::size_t>(i)];
+    if (o.kind == OpKind::kRecv) recv = i;
+    if (o.kind == OpKind::kCollective) all_reduce = i;
+    if (o.kind != OpKind::kCompute) continue;
+    for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d)
+      waited_at.try_emplace(role.deps[d], start);
+    start += o.duration.ns;
+  }
+  ASSERT_GE(recv, 0);
+  ASSERT_GE(all_reduce, 0);
+  EXPECT_EQ(waited_at.at(recv), 300);        // the host goes on with the data
+  EXPECT_EQ(waited_at.at(all_reduce), 500);  // by the next iteration marker
 }
 
 TEST(CaptureGraphTest, SameCaptureSameGraphByteForByte) {
