@@ -164,7 +164,7 @@ TEST_F(EmulateTest, AGivenGraphIsEmulatedInsteadOfTheModels) {
   const auto report = nlohmann::json::parse(slurp(tmp_ + "/r.json"));
   EXPECT_EQ(report["real_ranks"][0]["ops"], report["real_ranks"][0]["graph_ops"]);
 
-  fs::copy_file(kJob, tmp_ + "/not_a_graph.json");
+  fs::copy_file(testing::kSourceDir + "/" + kJob, tmp_ + "/not_a_graph.json");
   r = emulate("0", {kPlayer}, {"--graph", "{tmp}/not_a_graph.json"});
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_THAT(r.err, HasSubstr("error: --graph: "));
