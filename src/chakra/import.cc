@@ -11,9 +11,6 @@
 // communicator key, "pg<id of its first group>", and the world group is
 // "world".
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -83,18 +80,6 @@ Result<TraceSet> find_traces(const fs::path& dir_or_prefix) {
     set.files.push_back(it->second);
   }
   return set;
-}
-
-// A whole trace in one read (traces run to hundreds of megabytes).
-Result<std::string> read_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return Status::io_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  const std::streamoff size = in.tellg();
-  std::string bytes(static_cast<std::size_t>(std::max<std::streamoff>(size, 0)), '\0');
-  in.seekg(0);
-  if (size < 0 || !in.read(bytes.data(), size))
-    return Status::io_error(fmt::format("{}: read failed", path));
-  return bytes;
 }
 
 // The group file: options' or the default beside the traces, when present.
@@ -168,7 +153,7 @@ Result<ExecutionGraph> import_chakra(const fs::path& dir_or_prefix,
   programs.reserve(set.files.size());
   for (Rank r = 0; r < world; ++r) {
     const std::string source = set.files[r].string();
-    PRISM_ASSIGN_OR_RETURN(const std::string bytes, read_trace(source));
+    PRISM_ASSIGN_OR_RETURN(const std::string bytes, read_file(source));
     PRISM_ASSIGN_OR_RETURN(const chakra::EtFile file, chakra::decode_et(bytes, source));
     PRISM_ASSIGN_OR_RETURN(RankProgram p, chakra::rank_program(file, r, ctx, source));
     programs.push_back(std::move(p));

@@ -22,6 +22,16 @@ Result<std::string> read_file(const std::string& path) {
     if (errno == ENOENT) return Status::not_found(path + ": no such file");
     return Status::io_error(path + ": " + std::strerror(errno));
   }
+  // A regular file in one read (traces and graphs run to hundreds of MB);
+  // a pipe or device, whose size is unknown, as a stream.
+  if (std::filesystem::is_regular_file(path, ec)) {
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (ec) return Status::io_error(path + ": " + ec.message());
+    std::string bytes(static_cast<std::size_t>(size), '\0');
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(size)))
+      return Status::io_error(path + ": read failed");
+    return bytes;
+  }
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) return Status::io_error(path + ": read failed");
