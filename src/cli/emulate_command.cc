@@ -159,6 +159,7 @@ Result<int> EmulateCommand::run() const {
   // The graph: one given with --graph, the model's, or, for a program's
   // job, one built from captures of the program (one rank per role).
   ExecutionGraph owned;
+  const ExecutionGraph* graph = &owned;
   if (!graph_path_.empty()) {
     Result<ExecutionGraph> loaded = load_graph(graph_path_);
     if (!loaded.is_ok()) return loaded.status().with_context("--graph");
@@ -167,17 +168,19 @@ Result<int> EmulateCommand::run() const {
       return Status::invalid_argument(
           fmt::format("--graph {}: a graph of {} ranks; job '{}' has {}", graph_path_,
                       owned.world_size(), p.job.name, world));
-  } else if (p.job.has_model && !slices_dir_.empty()) {
-    return Status::invalid_argument(fmt::format(
-        "--slices {}: job '{}' has a model section, so its graph is the model's and no rank is "
-        "captured",
-        slices_dir_, p.job.name));
-  } else if (!p.job.has_model) {
+  } else if (p.job.has_model) {
+    if (!slices_dir_.empty())
+      return Status::invalid_argument(fmt::format(
+          "--slices {}: job '{}' has a model section, so its graph is the model's and no rank is "
+          "captured",
+          slices_dir_, p.job.name));
+    graph = &p.built.graph;
+  } else {
     SliceCaptureRun run{real.value(), program_, env, dir.path(), slices_dir_};
     PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, capture_slices(p, run));
     owned = std::move(sliced.graph);
   }
-  const ExecutionGraph& g = graph_path_.empty() && p.job.has_model ? p.built.graph : owned;
+  const ExecutionGraph& g = *graph;
   if (!save_graph_path_.empty()) PRISM_RETURN_IF_ERROR(save_graph(g, save_graph_path_));
 
   // The prediction: the same job replayed with no real rank.

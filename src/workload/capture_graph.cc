@@ -348,6 +348,11 @@ Result<RankProgram> program_from_capture(std::string_view capture_json, const st
     return Status::invalid_argument(
         fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));
   }
+  return program_from_capture(doc, source, world_size);
+}
+
+Result<RankProgram> program_from_capture(const json& doc, const std::string& source,
+                                         int world_size) {
   CaptureReader reader(world_size, source);
   return reader.build(doc);
 }

@@ -25,6 +25,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "graph/graph.h"
 #include "util/status.h"
 #include "workload/job_spec.h"
@@ -39,6 +41,9 @@ Status check_capturable(const JobSpec& job);
 // `capture_json`: a "prism-capture" version 1 document of a rank in a world
 // of `world_size` ranks; `source` names it in errors and in the program.
 Result<RankProgram> program_from_capture(std::string_view capture_json, const std::string& source,
+                                         int world_size);
+// The same, of a document already parsed.
+Result<RankProgram> program_from_capture(const nlohmann::json& doc, const std::string& source,
                                          int world_size);
 
 // The graph of `job` (no model section) from one rank's capture: every

@@ -36,10 +36,12 @@ class SliceAssembler {
  public:
   SliceAssembler(const JobSpec& job, const ExecutionGraph* model, SliceRoles roles)
       : job_(job), model_(model), roles_(std::move(roles)) {
-    if (model_ != nullptr) graph_ = *model_;
+    if (model_ != nullptr) {  // its slots and overrides; roles are added one by one
+      graph_.slots = model_->slots;
+      graph_.overrides = model_->overrides;
+    }
     graph_.name = job.name;
     graph_.layout = roles_.layout;
-    graph_.roles.clear();
     graph_.role_of_rank = roles_.role_of_rank;
     fixed_dim_ = roles_.layout.find_dim("pp");
   }
@@ -305,7 +307,7 @@ Result<std::vector<RankProgram>> read_slices(const std::string& dir, int world_s
     if (doc.is_discarded())
       return Status::invalid_argument(fmt::format("{}: malformed JSON", path));
     if (!doc.is_object() || doc.value("format", "") != "prism-capture") continue;
-    PRISM_ASSIGN_OR_RETURN(RankProgram p, program_from_capture(text, path, world_size));
+    PRISM_ASSIGN_OR_RETURN(RankProgram p, program_from_capture(doc, path, world_size));
     out.push_back(std::move(p));
   }
   if (out.empty())
