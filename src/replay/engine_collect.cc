@@ -74,14 +74,21 @@ int IterationMarks::count() const {
   return std::max<int>(1, static_cast<int>(complete().size()));
 }
 
-SimTime mean_iteration(const IterationMarks& m, SimTime finish_time) {
+std::vector<SimTime> iteration_lengths(const IterationMarks& m, SimTime finish_time) {
   const std::vector<SimTime> marks = m.complete();
   const SimTime finish = m.last_end(finish_time);
-  if (marks.empty()) return finish;
-  std::int64_t sum = 0;
+  if (marks.empty()) return {finish};
+  std::vector<SimTime> out;
   for (std::size_t k = 0; k < marks.size(); ++k)
-    sum += ((k + 1 < marks.size() ? marks[k + 1] : max(finish, marks[k])) - marks[k]).ns;
-  return SimTime{sum / static_cast<std::int64_t>(marks.size())};
+    out.push_back((k + 1 < marks.size() ? marks[k + 1] : max(finish, marks[k])) - marks[k]);
+  return out;
+}
+
+SimTime mean_iteration(const IterationMarks& m, SimTime finish_time) {
+  const std::vector<SimTime> lengths = iteration_lengths(m, finish_time);
+  std::int64_t sum = 0;
+  for (SimTime t : lengths) sum += t.ns;
+  return SimTime{sum / static_cast<std::int64_t>(lengths.size())};
 }
 
 ReplayResult Engine::collect() {

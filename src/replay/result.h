@@ -124,8 +124,10 @@ struct RankTimeline {
   SimTime finish;
 };
 
-// The mean length of a rank's iterations (IterationMarks); without markers,
-// from 0 to `finish`.
+// The lengths of a rank's iterations (IterationMarks), in order; without
+// markers, one: from 0 to `finish`.
+std::vector<SimTime> iteration_lengths(const IterationMarks& marks, SimTime finish);
+// Their mean (integer).
 SimTime mean_iteration(const IterationMarks& marks, SimTime finish);
 
 struct ReplayResult {

@@ -46,14 +46,15 @@ struct CoordinatorOptions {
 struct LiveRankReport {
   Rank rank = 0;
   std::int64_t pid = 0;
-  int exit_code = 0;       // from its goodbye
-  int iterations = 1;      // iteration markers seen (at least 1)
-  SimTime iteration_time;  // mean over its iterations
-  SimTime compute;         // per iteration: real compute
-  SimTime wait;            // per iteration: iteration_time - compute
-  SimTime finish;          // its goodbye
-  std::int64_t ops = 0;    // communication ops entered
-  std::int64_t bytes = 0;  // their bytes (as the graph counts them)
+  int exit_code = 0;                     // from its goodbye
+  int iterations = 1;                    // iteration markers seen (at least 1)
+  SimTime iteration_time;                // mean over its iterations
+  std::vector<SimTime> iteration_times;  // each iteration's, in order
+  SimTime compute;                       // per iteration: real compute
+  SimTime wait;                          // per iteration: iteration_time - compute
+  SimTime finish;                        // its goodbye
+  std::int64_t ops = 0;                  // communication ops entered
+  std::int64_t bytes = 0;                // their bytes (as the graph counts them)
   // The rank's role in the graph: its communication ops and their bytes,
   // which a rank that ran to its goodbye has all entered.
   std::int64_t graph_ops = 0;

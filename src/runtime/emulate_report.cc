@@ -56,6 +56,8 @@ std::string format_emulate_json(const EmulateSummary& s) {
     nlohmann::ordered_json e;
     e["rank"] = r.rank;
     e["iteration_time_s"] = secs(r.iteration_time);
+    e["iteration_times_s"] = nlohmann::ordered_json::array();
+    for (SimTime t : r.iteration_times) e["iteration_times_s"].push_back(secs(t));
     e["compute_s"] = secs(r.compute);
     e["wait_s"] = secs(r.wait);
     e["predicted_iteration_time_s"] = secs(s.predicted[i]);

@@ -62,7 +62,11 @@ TEST_F(EmulateProgramTest, DdpGptRunsAsOneRealRankOfSixtyFour) {
   const auto& rank = report["real_ranks"][0];
   EXPECT_GT(report["iteration_time_s"].get<double>(), 0);
   EXPECT_GT(rank["iteration_time_s"].get<double>(), 0);
-  EXPECT_EQ(rank["iterations"], 2);  // 3 optimizer steps: 2 complete iterations
+  EXPECT_EQ(rank["iterations"], 2);                 // 3 optimizer steps: 2 complete iterations
+  ASSERT_EQ(rank["iteration_times_s"].size(), 2u);  // each one's, their mean the figure
+  const double sum =
+      rank["iteration_times_s"][0].get<double>() + rank["iteration_times_s"][1].get<double>();
+  EXPECT_NEAR(sum / 2, rank["iteration_time_s"].get<double>(), 2e-9);
   EXPECT_EQ(rank["exit_code"], 0);
   // What the real rank issued is the graph's, op for op and byte for byte.
   EXPECT_GT(rank["ops"].get<int>(), 3);  // DDP's start-up, then its buckets each step

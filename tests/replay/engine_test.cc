@@ -183,6 +183,8 @@ TEST(EngineTest, AnIterationEndMarkerLeavesTheTailOut) {
   EXPECT_EQ(r.iteration_time.ns, 200);
   ASSERT_EQ(r.timelines.size(), 1u);
   EXPECT_EQ(r.timelines[0].iteration_marks.count(), 2);
+  EXPECT_EQ(iteration_lengths(r.timelines[0].iteration_marks, r.timelines[0].finish),
+            (std::vector<SimTime>{SimTime{100}, SimTime{300}}));
   EXPECT_EQ(mean_iteration(r.timelines[0].iteration_marks, r.timelines[0].finish).ns, 200);
 }
 

@@ -135,7 +135,8 @@ TEST(CoordinatorTest, LiveRankOnTheReplayedScheduleGetsTheReplayedTimes) {
   ASSERT_EQ(out.value().live.size(), 1u);
   const LiveRankReport& live = out.value().live[0];
   EXPECT_EQ(live.iteration_time.ns, 3450);
-  EXPECT_EQ(live.compute.ns, 150);  // not held in waits
+  EXPECT_EQ(live.iteration_times, std::vector<SimTime>{SimTime{3450}});  // no markers: one
+  EXPECT_EQ(live.compute.ns, 150);                                       // not held in waits
   EXPECT_EQ(live.wait.ns, 3300);
   EXPECT_EQ(live.ops, 2);
   ASSERT_EQ(out.value().captures.size(), 1u);
