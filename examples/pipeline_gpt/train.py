@@ -16,6 +16,12 @@ the backward pass of each microbatch in the same order, gradients of the
 stage inputs flowing back the same way. With dp > 1 each stage all-reduces
 its gradients over its data-parallel group (one flattened bucket), then every
 stage takes an AdamW step.
+
+Each step's time is wall-clock; `cpu` is the CPU time of the main thread
+(where torch computes, with one thread) in the step, as this machine's kernel
+counts it. On a VM whose host at times takes a core away, the kernel counts
+the lost time as run, so a step's cpu rises with it: a stage's cpu is a
+measure of how fast its core was, not only of its work.
 """
 
 import argparse
@@ -160,22 +166,28 @@ def main():
     data = torch.Generator().manual_seed(1000 + dp_index)
     batch = args.microbatches * args.micro_batch_size
 
-    times = []
+    times, cpus = [], []
     for step in range(args.steps):
         tokens = torch.randint(0, args.vocab, (batch, args.seq + 1), generator=data)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.thread_time()
         loss = train_step(args, model, opt, tokens, prev_rank, next_rank, dp_group, dp)
         took = (time.perf_counter() - start) * 1e3
+        cpu = (time.thread_time() - cpu_start) * 1e3
         if step >= args.warmup:
             times.append(took)
+            cpus.append(cpu)
         if args.verbose:
             extra = f", loss {loss:.4f}" if loss is not None else ""
-            print(f"pipeline_gpt: rank {rank} stage {stage} step {step}: {took:.3f} ms{extra}", flush=True)
+            print(f"pipeline_gpt: rank {rank} stage {stage} step {step}: {took:.3f} ms, "
+                  f"cpu {cpu:.3f} ms{extra}", flush=True)
+
+    def median(xs):
+        return statistics.median(xs) if xs else float("nan")
 
     mean = statistics.mean(times) if times else float("nan")
-    median = statistics.median(times) if times else float("nan")
     print(f"pipeline_gpt: rank {rank} stage {stage}: {len(times)} steps, "
-          f"mean step {mean:.3f} ms, median step {median:.3f} ms", flush=True)
+          f"mean step {mean:.3f} ms, median step {median(times):.3f} ms, "
+          f"median cpu {median(cpus):.3f} ms", flush=True)
     if hasattr(dist, "destroy_process_group"):
         dist.destroy_process_group()
 
