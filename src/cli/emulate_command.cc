@@ -123,6 +123,13 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
                    "(for prism build --from-slices)")
       ->type_name("DIR")
       ->excludes(graph);
+  app_->add_option("--capture-jobs", capture_jobs_,
+                   "Capture up to N roles at once, each beside the others as the job's ranks run "
+                   "(1: one after another)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str()
+      ->excludes(graph);
   app_->add_option("--save-graph", save_graph_path_,
                    "Write the job's graph (built, or captured from the program) to FILE")
       ->type_name("FILE");
@@ -169,14 +176,17 @@ Result<int> EmulateCommand::run() const {
           fmt::format("--graph {}: a graph of {} ranks; job '{}' has {}", graph_path_,
                       owned.world_size(), p.job.name, world));
   } else if (p.job.has_model) {
-    if (!slices_dir_.empty())
+    const std::string captures_only = !slices_dir_.empty() ? "--slices " + slices_dir_
+                                      : app_->count("--capture-jobs")
+                                          ? fmt::format("--capture-jobs {}", capture_jobs_)
+                                          : "";
+    if (!captures_only.empty())
       return Status::invalid_argument(fmt::format(
-          "--slices {}: job '{}' has a model section, so its graph is the model's and no rank is "
-          "captured",
-          slices_dir_, p.job.name));
+          "{}: job '{}' has a model section, so its graph is the model's and no rank is captured",
+          captures_only, p.job.name));
     graph = &p.built.graph;
   } else {
-    SliceCaptureRun run{real.value(), program_, env, dir.path(), slices_dir_};
+    SliceCaptureRun run{real.value(), program_, env, dir.path(), slices_dir_, capture_jobs_};
     PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, capture_slices(p, run));
     owned = std::move(sliced.graph);
   }

@@ -40,6 +40,7 @@ class EmulateCommand {
   bool no_fold_ = false;
   std::string graph_path_;
   std::string slices_dir_;
+  int capture_jobs_ = 1;
   std::string save_graph_path_;
   MemoryOptions memory_;
   std::vector<std::string> program_;

@@ -2,11 +2,17 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <filesystem>
+#include <memory>
+#include <optional>
+#include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "runtime/program_capture.h"
+#include "util/check.h"
 #include "util/file.h"
 #include "workload/capture_graph.h"
 
@@ -73,7 +79,9 @@ Status early_end(const runtime::RendezvousStore& store, runtime::Launcher& launc
 namespace {
 
 // One capture: the program runs as `rank`; its capture document, or why not.
-Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& run, Rank rank) {
+// `stop` ends it early (a capture beside it failed); `stopped` then says so.
+Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& run, Rank rank,
+                                 const std::atomic<bool>& stop, bool& stopped) {
   runtime::ProgramCapture capture(
       runtime::ProgramCaptureOptions{rank, p.job.num_gpus, p.job.name, run.env.timeout()});
   PRISM_ASSIGN_OR_RETURN(
@@ -83,12 +91,17 @@ Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
   RankEnvironment env = run.env;
   env.coordinator = bound.to_string();
   env.graph.clear();
+  if (run.jobs > 1) env.master_port = 0;  // side by side, each capture's store on its own port
   PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<runtime::RendezvousStore> store,
                          start_store(env, {rank}));
   env.master_port = store->port();
   runtime::Launcher launcher(runtime::stdio_sink(stdout, stderr));
   PRISM_RETURN_IF_ERROR(launcher.start(rank, run.program, rank_env(env, rank)).status());
   Result<runtime::RankCapture> done = capture.run([&] {
+    if (stop.load()) {
+      stopped = true;
+      return Status::invalid_argument("stopped: a capture beside it failed");
+    }
     return early_end(
         *store, launcher, [&](Rank) { return capture.connected(); }, "captured");
   });
@@ -107,6 +120,28 @@ Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
   return runtime::format_capture_json(done.value());
 }
 
+// Captures role `ri` as `rank`, writes it to --slices, and parses it.
+Result<RankProgram> capture_role(const PreparedJob& p, const SliceCaptureRun& run,
+                                 const SliceRoles& roles, std::size_t ri, Rank rank,
+                                 const std::atomic<bool>& stop, bool& stopped) {
+  fmt::print(stderr,
+             "prism emulate: capturing role {} of {} ({}, {} ranks): rank {} runs with virtual "
+             "peers that answer at once\n",
+             ri + 1, roles.names.size(), roles.names[ri], roles.ranks[ri].size(), rank);
+  PRISM_ASSIGN_OR_RETURN(const std::string json, capture_rank(p, run, rank, stop, stopped));
+  if (!run.slices_dir.empty())
+    PRISM_RETURN_IF_ERROR(
+        write_file_atomic(fmt::format("{}/slice-rank{}.json", run.slices_dir, rank), json));
+  PRISM_ASSIGN_OR_RETURN(
+      RankProgram program,
+      program_from_capture(json, fmt::format("the capture of rank {}", rank), p.job.num_gpus));
+  std::size_t comm = 0;
+  for (const Op& op : program.role.ops) comm += is_communication(op.kind) ? 1 : 0;
+  fmt::print(stderr, "prism emulate: captured rank {}: {} communication ops, {} ops in all\n", rank,
+             comm, program.role.ops.size());
+  return program;
+}
+
 }  // namespace
 
 Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run) {
@@ -117,32 +152,46 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
     std::filesystem::create_directories(run.slices_dir, ec);
     if (ec) return Status::io_error(fmt::format("--slices {}: {}", run.slices_dir, ec.message()));
   }
-  std::vector<RankProgram> captured;
-  for (std::size_t ri = 0; ri < roles.names.size(); ++ri) {
-    const std::vector<Rank>& ranks = roles.ranks[ri];
-    Rank rank = ranks.front();
+  const std::size_t n = roles.names.size();
+  std::vector<Rank> rank_of(n);
+  for (std::size_t ri = 0; ri < n; ++ri) {
+    rank_of[ri] = roles.ranks[ri].front();
     for (Rank r : run.real) {
       if (roles.role_of_rank[static_cast<std::size_t>(r)] == static_cast<std::int32_t>(ri)) {
-        rank = r;
+        rank_of[ri] = r;
         break;
       }
     }
-    fmt::print(stderr,
-               "prism emulate: capturing role {} of {} ({}, {} ranks): rank {} runs with virtual "
-               "peers that answer at once\n",
-               ri + 1, roles.names.size(), roles.names[ri], ranks.size(), rank);
-    PRISM_ASSIGN_OR_RETURN(const std::string json, capture_rank(p, run, rank));
-    const std::string name = fmt::format("slice-rank{}.json", rank);
-    if (!run.slices_dir.empty())
-      PRISM_RETURN_IF_ERROR(write_file_atomic(run.slices_dir + "/" + name, json));
-    PRISM_ASSIGN_OR_RETURN(
-        RankProgram program,
-        program_from_capture(json, fmt::format("the capture of rank {}", rank), p.job.num_gpus));
-    std::size_t comm = 0;
-    for (const Op& op : program.role.ops) comm += is_communication(op.kind) ? 1 : 0;
-    fmt::print(stderr, "prism emulate: captured rank {}: {} communication ops, {} ops in all\n",
-               rank, comm, program.role.ops.size());
-    captured.push_back(std::move(program));
+  }
+  // Up to run.jobs workers take the roles in order; the first failure stops
+  // the captures under way and starts no more.
+  std::vector<std::optional<Result<RankProgram>>> results(n);
+  std::unique_ptr<bool[]> stopped(new bool[n]());
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  const auto work = [&] {
+    for (std::size_t ri; !failed.load() && (ri = next.fetch_add(1)) < n;) {
+      results[ri] = capture_role(p, run, roles, ri, rank_of[ri], failed, stopped[ri]);
+      if (!results[ri]->is_ok()) failed = true;
+    }
+  };
+  std::vector<std::thread> workers;
+  for (std::size_t i = 1; i < std::min<std::size_t>(static_cast<std::size_t>(run.jobs), n); ++i) {
+    try {
+      workers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads: fewer captures at once
+    }
+  }
+  work();
+  for (std::thread& t : workers) t.join();
+  std::vector<RankProgram> captured;
+  for (std::size_t ri = 0; ri < n; ++ri) {
+    if (results[ri] && !results[ri]->is_ok() && !stopped[ri]) return results[ri]->status();
+  }
+  for (std::size_t ri = 0; ri < n; ++ri) {
+    PRISM_CHECK(results[ri] && results[ri]->is_ok(), "a role neither captured nor failed");
+    captured.push_back(std::move(*results[ri]).value());
   }
   PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced,
                          graph_from_slices(p.job, nullptr, std::move(captured)));

@@ -155,6 +155,48 @@ TEST_F(EmulateProgramTest, APipelineIsCapturedStageByStageThenBuiltAndReused) {
   EXPECT_THAT(r.err, HasSubstr("a graph of 4 ranks; job 'pipeline-gpt-2' has 2"));
 }
 
+// --capture-jobs 2: the two stages are captured at once, each pinned to its
+// own core where there are two, and the graph built from them is emulated.
+TEST_F(EmulateProgramTest, StagesAreCapturedSideBySide) {
+  const RunResult r = run_prism(
+      {"emulate",
+       "examples/jobs/pipeline-gpt-2.yaml",
+       "--real-ranks",
+       "1",
+       "--master-port",
+       "0",
+       "--capture-jobs",
+       "2",
+       "--slices",
+       "{tmp}/slices",
+       "--report",
+       "{tmp}/r.json",
+       "--",
+       "sh",
+       "-c",
+       "taskset -c \"$RANK\" true 2>/dev/null && exec taskset -c \"$RANK\" \"$0\" \"$@\"; "
+       "exec \"$0\" \"$@\"",
+       kPython,
+       "examples/pipeline_gpt/train.py",
+       "--steps",
+       "3",
+       "--warmup",
+       "1"},
+      tmp_);
+  ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("capturing role 1 of 2 (stage0, 1 ranks): rank 0 runs"));
+  EXPECT_THAT(r.err, HasSubstr("capturing role 2 of 2 (stage1, 1 ranks): rank 1 runs"));
+  EXPECT_THAT(r.err, HasSubstr("captured rank 0: "));
+  EXPECT_THAT(r.err, HasSubstr("captured rank 1: "));
+  EXPECT_TRUE(fs::exists(tmp_ + "/slices/slice-rank0.json"));
+  EXPECT_TRUE(fs::exists(tmp_ + "/slices/slice-rank1.json"));
+  const auto report = nlohmann::json::parse(slurp(tmp_ + "/r.json"));
+  const auto& rank = report["real_ranks"][0];
+  EXPECT_EQ(rank["rank"], 1);
+  EXPECT_EQ(rank["ops"], rank["graph_ops"]);
+  EXPECT_EQ(rank["bytes"], rank["graph_bytes"]);
+}
+
 // Needs no torch: a program's job has no graph for the other commands.
 TEST(ProgramJobTest, SimulateRefusesAJobWithoutModelAndSaysWhatToRun) {
   std::string templ = (fs::temp_directory_path() / "prism_program_job.XXXXXX").string();

@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 using testing::run_prism;
 using testing::RunResult;
 using testing::slurp;
@@ -179,6 +180,33 @@ TEST_F(EmulateTest, AGivenGraphIsEmulatedInsteadOfTheModels) {
   EXPECT_THAT(r.err, HasSubstr("has a model section, so its graph is the model's and no rank is "
                                "captured"));
   EXPECT_FALSE(fs::exists(tmp_ + "/s"));
+  r = emulate("0", {kPlayer}, {"--capture-jobs", "2"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("error: --capture-jobs 2: job 'gpt-small' has a model section"));
+  r = emulate("0", {kPlayer}, {"--graph", "{tmp}/g.json", "--capture-jobs", "2"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("--graph excludes --capture-jobs"));
+  r = emulate("0", {kPlayer}, {"--capture-jobs", "0"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("--capture-jobs"));
+}
+
+// Captures side by side: the first to fail stops the others. Rank 0 never
+// connects (it sleeps), rank 1 exits at once; had rank 0's capture not been
+// stopped, it would have failed on its own after --timeout and, being the
+// lower role, been the error reported.
+TEST_F(EmulateTest, ACaptureThatFailsStopsTheCapturesBesideIt) {
+  const RunResult r =
+      run_prism({"emulate", "examples/jobs/pipeline-gpt-2.yaml", "--real-ranks", "0",
+                 "--master-port", "0", "--capture-jobs", "2", "--timeout", "60", "--", "sh", "-c",
+                 "[ \"$RANK\" = 1 ] && exit 3; exec sleep 120"},
+                tmp_);
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("capturing role 1 of 2 (stage0, 1 ranks): rank 0 runs"));
+  EXPECT_THAT(r.err, HasSubstr("capturing role 2 of 2 (stage1, 1 ranks): rank 1 runs"));
+  EXPECT_THAT(r.err, HasSubstr("error: the capture of rank 1: captured rank 1 (pid "));
+  EXPECT_THAT(r.err, HasSubstr("exited with code 3 before it connected to the coordinator"));
+  EXPECT_THAT(r.err, Not(HasSubstr("captured rank 0")));
 }
 
 }  // namespace
