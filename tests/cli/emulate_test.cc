@@ -194,7 +194,8 @@ TEST_F(EmulateTest, AGivenGraphIsEmulatedInsteadOfTheModels) {
 // Captures side by side: the first to fail stops the others. Rank 0 never
 // connects (it sleeps), rank 1 exits at once; had rank 0's capture not been
 // stopped, it would have failed on its own after --timeout and, being the
-// lower role, been the error reported.
+// lower role, been the error reported. (Rank 1 may even fail before rank
+// 0's capture starts; then none starts.)
 TEST_F(EmulateTest, ACaptureThatFailsStopsTheCapturesBesideIt) {
   const RunResult r =
       run_prism({"emulate", "examples/jobs/pipeline-gpt-2.yaml", "--real-ranks", "0",
@@ -202,7 +203,6 @@ TEST_F(EmulateTest, ACaptureThatFailsStopsTheCapturesBesideIt) {
                  "[ \"$RANK\" = 1 ] && exit 3; exec sleep 120"},
                 tmp_);
   EXPECT_EQ(r.exit_status, 1);
-  EXPECT_THAT(r.err, HasSubstr("capturing role 1 of 2 (stage0, 1 ranks): rank 0 runs"));
   EXPECT_THAT(r.err, HasSubstr("capturing role 2 of 2 (stage1, 1 ranks): rank 1 runs"));
   EXPECT_THAT(r.err, HasSubstr("error: the capture of rank 1: captured rank 1 (pid "));
   EXPECT_THAT(r.err, HasSubstr("exited with code 3 before it connected to the coordinator"));
