@@ -176,14 +176,15 @@ Result<int> EmulateCommand::run() const {
           fmt::format("--graph {}: a graph of {} ranks; job '{}' has {}", graph_path_,
                       owned.world_size(), p.job.name, world));
   } else if (p.job.has_model) {
-    const std::string captures_only = !slices_dir_.empty() ? "--slices " + slices_dir_
-                                      : app_->count("--capture-jobs")
-                                          ? fmt::format("--capture-jobs {}", capture_jobs_)
-                                          : "";
-    if (!captures_only.empty())
+    std::string capturing;  // an option that only a capture uses
+    if (!slices_dir_.empty())
+      capturing = "--slices " + slices_dir_;
+    else if (app_->count("--capture-jobs") > 0)
+      capturing = fmt::format("--capture-jobs {}", capture_jobs_);
+    if (!capturing.empty())
       return Status::invalid_argument(fmt::format(
           "{}: job '{}' has a model section, so its graph is the model's and no rank is captured",
-          captures_only, p.job.name));
+          capturing, p.job.name));
     graph = &p.built.graph;
   } else {
     SliceCaptureRun run{real.value(), program_, env, dir.path(), slices_dir_, capture_jobs_};

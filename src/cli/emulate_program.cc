@@ -165,14 +165,18 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
   }
   // Up to run.jobs workers take the roles in order; the first failure stops
   // the captures under way and starts no more.
-  std::vector<std::optional<Result<RankProgram>>> results(n);
-  std::unique_ptr<bool[]> stopped(new bool[n]());
+  struct Slot {
+    std::optional<Result<RankProgram>> result;  // unset: never started
+    bool stopped = false;                       // failed only because another did
+  };
+  std::vector<Slot> slots(n);
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   const auto work = [&] {
     for (std::size_t ri; !failed.load() && (ri = next.fetch_add(1)) < n;) {
-      results[ri] = capture_role(p, run, roles, ri, rank_of[ri], failed, stopped[ri]);
-      if (!results[ri]->is_ok()) failed = true;
+      Slot& s = slots[ri];
+      s.result = capture_role(p, run, roles, ri, rank_of[ri], failed, s.stopped);
+      if (!s.result->is_ok()) failed = true;
     }
   };
   std::vector<std::thread> workers;
@@ -185,13 +189,13 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
   }
   work();
   for (std::thread& t : workers) t.join();
-  std::vector<RankProgram> captured;
-  for (std::size_t ri = 0; ri < n; ++ri) {
-    if (results[ri] && !results[ri]->is_ok() && !stopped[ri]) return results[ri]->status();
+  for (const Slot& s : slots) {
+    if (s.result && !s.result->is_ok() && !s.stopped) return s.result->status();
   }
-  for (std::size_t ri = 0; ri < n; ++ri) {
-    PRISM_CHECK(results[ri] && results[ri]->is_ok(), "a role neither captured nor failed");
-    captured.push_back(std::move(*results[ri]).value());
+  std::vector<RankProgram> captured;
+  for (Slot& s : slots) {
+    PRISM_CHECK(s.result && s.result->is_ok(), "a role neither captured nor failed");
+    captured.push_back(std::move(*s.result).value());
   }
   PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced,
                          graph_from_slices(p.job, nullptr, std::move(captured)));

@@ -84,11 +84,14 @@ std::vector<SimTime> iteration_lengths(const IterationMarks& m, SimTime finish_t
   return out;
 }
 
-SimTime mean_iteration(const IterationMarks& m, SimTime finish_time) {
-  const std::vector<SimTime> lengths = iteration_lengths(m, finish_time);
+SimTime mean_length(const std::vector<SimTime>& lengths) {
   std::int64_t sum = 0;
   for (SimTime t : lengths) sum += t.ns;
   return SimTime{sum / static_cast<std::int64_t>(lengths.size())};
+}
+
+SimTime mean_iteration(const IterationMarks& m, SimTime finish_time) {
+  return mean_length(iteration_lengths(m, finish_time));
 }
 
 ReplayResult Engine::collect() {

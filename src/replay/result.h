@@ -127,7 +127,9 @@ struct RankTimeline {
 // The lengths of a rank's iterations (IterationMarks), in order; without
 // markers, one: from 0 to `finish`.
 std::vector<SimTime> iteration_lengths(const IterationMarks& marks, SimTime finish);
-// Their mean (integer).
+// The integer mean of iteration_lengths (at least one).
+SimTime mean_length(const std::vector<SimTime>& lengths);
+// mean_length(iteration_lengths(marks, finish)).
 SimTime mean_iteration(const IterationMarks& marks, SimTime finish);
 
 struct ReplayResult {

@@ -166,7 +166,7 @@ LiveRankReport Coordinator::Impl::report_of(const Session& s) const {
   r.finish = m.finish;
   r.iterations = s.marks.count();
   r.iteration_times = iteration_lengths(s.marks, m.finish);
-  r.iteration_time = mean_iteration(s.marks, m.finish);
+  r.iteration_time = mean_length(r.iteration_times);
   r.compute = SimTime{m.compute.ns / r.iterations};
   r.wait = max(r.iteration_time - r.compute, SimTime::zero());
   r.ops = s.ops;
