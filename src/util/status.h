@@ -18,10 +18,19 @@ namespace prism {
 
 enum class StatusCode : unsigned char {
   kOk = 0,
-  kInvalidArgument,  // bad input: malformed file, impossible configuration
-  kNotFound,         // a named file or entity does not exist
-  kIoError,          // the OS refused a read or write
+  kInvalidArgument,     // bad input: malformed file, impossible configuration
+  kNotFound,            // a named file or entity does not exist
+  kIoError,             // the OS refused a read or write
+  kUnavailable,         // a peer is gone: a connection closed, a process ended
+  kDeadlineExceeded,    // something did not happen in time: a connect, an answer
+  kFailedPrecondition,  // a well-formed request in the wrong state: out of order, refused now
+  kAborted,             // the run was ended by another party: a coordinator's abort, a stop
+  kUnimplemented,       // a valid request PrismLLM does not support
+  kInternal,            // a third-party library failed in a way that is not the input's fault
 };
+
+// The code's name in lower snake case ("invalid_argument"), for logs and tests.
+std::string_view status_code_name(StatusCode code);
 
 class [[nodiscard]] Status {
  public:
@@ -32,6 +41,20 @@ class [[nodiscard]] Status {
   }
   static Status not_found(std::string msg) { return Status(StatusCode::kNotFound, std::move(msg)); }
   static Status io_error(std::string msg) { return Status(StatusCode::kIoError, std::move(msg)); }
+  static Status unavailable(std::string msg) {
+    return Status(StatusCode::kUnavailable, std::move(msg));
+  }
+  static Status deadline_exceeded(std::string msg) {
+    return Status(StatusCode::kDeadlineExceeded, std::move(msg));
+  }
+  static Status failed_precondition(std::string msg) {
+    return Status(StatusCode::kFailedPrecondition, std::move(msg));
+  }
+  static Status aborted(std::string msg) { return Status(StatusCode::kAborted, std::move(msg)); }
+  static Status unimplemented(std::string msg) {
+    return Status(StatusCode::kUnimplemented, std::move(msg));
+  }
+  static Status internal(std::string msg) { return Status(StatusCode::kInternal, std::move(msg)); }
 
   bool is_ok() const { return rep_ == nullptr; }
   StatusCode code() const { return rep_ ? rep_->code : StatusCode::kOk; }

@@ -48,6 +48,18 @@ TEST(StatusTest, MacrosPropagate) {
   EXPECT_EQ(out, 8);
 }
 
+TEST(StatusTest, EachCodeHasItsFactoryAndName) {
+  EXPECT_EQ(Status::unavailable("x").code(), StatusCode::kUnavailable);
+  EXPECT_EQ(Status::deadline_exceeded("x").code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Status::failed_precondition("x").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Status::aborted("x").code(), StatusCode::kAborted);
+  EXPECT_EQ(Status::unimplemented("x").code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(Status::internal("x").code(), StatusCode::kInternal);
+  EXPECT_EQ(status_code_name(StatusCode::kDeadlineExceeded), "deadline_exceeded");
+  EXPECT_EQ(status_code_name(StatusCode::kUnavailable), "unavailable");
+  EXPECT_EQ(Status::unavailable("gone").with_context("rank 3").code(), StatusCode::kUnavailable);
+}
+
 TEST(StatusDeathTest, ValueOfFailedResultIsABug) {
   Result<int> bad = parse_positive(0);
   EXPECT_DEATH((void)bad.value(), "value\\(\\) of a failed Result");
