@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/json_depth.h"
+
 namespace prism::chakra {
 namespace {
 
@@ -35,6 +37,7 @@ std::string write_comm_groups(const std::vector<std::vector<Rank>>& groups) {
 
 Result<std::vector<CommGroup>> parse_comm_groups(std::string_view json, int world_size,
                                                  const std::string& source) {
+  PRISM_RETURN_IF_ERROR(check_json_depth(json, source));
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(json);

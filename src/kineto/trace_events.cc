@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "util/json_depth.h"
 #include "util/text_error.h"
 #include "util/units.h"
 
@@ -254,6 +255,7 @@ Result<ParsedTrace> parse_trace(std::string_view text, const std::string& source
     return Status::invalid_argument(
         source + ": gzip-compressed; decompress it first (gunzip), as torch writes .json.gz");
   }
+  PRISM_RETURN_IF_ERROR(check_json_depth(text, source));
   try {
     *t.doc = Json::parse(text);
   } catch (const Json::parse_error& e) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/file.h"
+#include "util/json_depth.h"
 #include "util/text_error.h"
 #include "util/units.h"
 
@@ -301,6 +302,7 @@ Result<MemoryTrace> parse_memory_trace(std::string_view text, std::string_view s
     return Status::invalid_argument(src +
                                     ": a pickle, not a prism memory trace: convert it with "
                                     "scripts/memory_snapshot_to_json.py");
+  PRISM_RETURN_IF_ERROR(check_json_depth(text, src));
   MemoryTrace t;
   try {
     const Json doc = Json::parse(text);

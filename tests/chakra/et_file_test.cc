@@ -165,6 +165,9 @@ TEST(CommGroupsTest, Rejections) {
   EXPECT_EQ(error(R"({"1": [0, "a"]})"),
             "g.json: group \"1\": \"a\" is not a rank of the 4 traces");
   EXPECT_EQ(error(R"({"1": [0, 0]})"), "g.json: group \"1\": rank 0 listed twice");
+  // Once a stack overflow while the nested value was printed.
+  EXPECT_EQ(error(R"({"1": [0, )" + std::string(100000, '[') + std::string(100000, ']') + "]}"),
+            "g.json: values nested deeper than 64 levels");
 }
 
 }  // namespace

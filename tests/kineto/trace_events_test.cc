@@ -20,6 +20,14 @@ std::string error_of(const std::string& text) {
   return t.is_ok() ? "ok" : t.status().message();
 }
 
+// A value nested 100,000 deep where a number belongs once overflowed the
+// stack while its error was printed.
+TEST(KinetoTraceEventsTest, DeepNestingIsRefusedBeforeParsing) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(error_of(R"({"traceEvents": [{"ph": "X", "name": "x", "ts": )" + deep + "}]}"),
+            "t.json: values nested deeper than 64 levels");
+}
+
 TEST(KinetoTraceEventsTest, ReadsLegacyArrayAndKinetoObject) {
   Result<ParsedTrace> legacy = parse_trace(
       R"([{"name": "aten::mm", "ph": "X", "ts": 731, "dur": 12, "tid": 1, "pid": "CPU functions", "args": {}}])",

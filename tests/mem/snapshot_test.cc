@@ -79,6 +79,14 @@ TEST(MemoryTraceTest, ParsesEventsSettingsAndSegments) {
   EXPECT_EQ(s.blocks[2].state, State::kFree);
 }
 
+// A deeply nested "format" once overflowed the stack while its error was printed.
+TEST(MemoryTraceTest, DeepNestingIsRefusedBeforeParsing) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const Result<MemoryTrace> r = parse_memory_trace(R"({"format": )" + deep + "}", "t.json");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().message(), "t.json: values nested deeper than 64 levels");
+}
+
 TEST(MemoryTraceTest, UnlimitedSplitAndMissingSettings) {
   Result<MemoryTrace> r = parse_memory_trace(
       doc("[]",
