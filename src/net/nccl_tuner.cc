@@ -228,8 +228,9 @@ NcclTuner::Graph NcclTuner::ring_graph(const CommGeometry& g) const {
 
 // NVLS: one channel per local GPU (each the head of one); every GPU carries
 // each channel's bandwidth on its NVLink and its head channel twice. Between
-// nodes each channel leaves through its head's NIC, and the search raises
-// the inter-node speed up to twice the intra-node one.
+// nodes each channel leaves through its head's NIC (shared by several heads
+// when a node has fewer NICs than GPUs), and the search raises the
+// inter-node speed up to twice the intra-node one.
 NcclTuner::Graph NcclTuner::nvls_graph(const CommGeometry& g) const {
   const int local = std::min(g.max_ranks_per_node, kNvlsMaxChannels);
   const double nvlink = cluster_.nvlink_GBps();
@@ -246,7 +247,13 @@ NcclTuner::Graph NcclTuner::nvls_graph(const CommGeometry& g) const {
   gr.channels = local;
   gr.bw_inter = gr.bw_intra;
   if (g.num_nodes > 1) {
-    const double path_bw = std::min(cluster_.pcie_GBps, cluster_.nic_GBps());
+    // The heads' NICs (their rails) carry every channel: with fewer NICs
+    // than heads, channels share a NIC, and the search lowers the speed
+    // until they fit in it.
+    const int nics = std::clamp(local * cluster_.nics_per_node / cluster_.gpus_per_node, 1,
+                                cluster_.nics_per_node);
+    const double path_bw =
+        std::min(cluster_.pcie_GBps, cluster_.nic_GBps() * nics / static_cast<double>(local));
     gr.bw_inter = std::min(gr.bw_intra, path_bw);
     for (double s : speeds)
       if (s > gr.bw_inter && s < 2 * gr.bw_intra && s <= path_bw + 1e-9) gr.bw_inter = s;
