@@ -1,24 +1,20 @@
-// The live rank's client against a fake coordinator (a wire::Server that
-// answers each op `reply_after_ns` after it was entered, optionally after a
-// real delay, or holds its answers for the test to inject): the virtual
+// The live rank's client against the fake coordinator
+// (tests/support/fake_coordinator.h: it answers each op `complete_after_ns`
+// after it was entered, optionally after a real delay, or holds its answers
+// for the test to inject): the virtual
 // clock, waits that sleep until the completion, late answers that are not
 // counted, the Wait/Horizon rules of docs/protocol.md ("Waiting"), errors,
 // and the C ABI.
 #include "client/client.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <filesystem>
-#include <mutex>
 #include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "prism/client.h"
-#include "wire/server.h"
+#include "support/fake_coordinator.h"
 
 extern "C" int prism_c_smoke(const char* address, char* error, size_t error_size);
 
@@ -32,129 +28,16 @@ using Clock = std::chrono::steady_clock;
 // How far past a wake-up a loaded 2-core machine may read the clock.
 constexpr std::int64_t kSlackNs = 50'000'000;
 
-class FakeCoordinator : public wire::ServerHandler {
- public:
-  FakeCoordinator() : server_(*this, {}) {
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("prism-client-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    static std::atomic<int> n{0};
-    std::string name = std::to_string(n++);
-    name += ".sock";
-    address_ =
-        server_.listen(wire::Address{wire::Address::Kind::kUnix, (dir / name).string(), "", 0})
-            .value();
-    thread_ = std::thread([this] {
-      while (!done_) {
-        server_.run_for(2ms);
-        flush();
-      }
-    });
-  }
-  ~FakeCoordinator() override {
-    done_ = true;
-    thread_.join();
-  }
+using prism::testing::FakeCoordinator;
+using prism::testing::FakeCoordinatorOptions;
 
-  void on_message(wire::PeerId peer, wire::Message m) override {
-    std::lock_guard lock(mu_);
-    seen_.push_back(m);
-    if (const auto* h = std::get_if<wire::Hello>(&m)) {
-      if (refuse_) {
-        server_.send(peer, wire::Error{wire::ErrorCode::kRejected, "rank 9 is not in this job"});
-        server_.close(peer);
-        return;
-      }
-      peer_ = peer;
-      server_.send(peer, wire::Welcome{h->rank, h->world_size, start_at_, "fake"});
-    } else if (const auto* op = std::get_if<wire::Op>(&m)) {
-      if (abort_) {
-        // As the coordinator does: the error, then the connection closes.
-        server_.send(peer, wire::Error{wire::ErrorCode::kAborted, "rank 0 crashed"});
-        server_.close(peer);
-        return;
-      }
-      if (hold_answers_) return;
-      if (real_delay_.count() > 0) std::this_thread::sleep_for(real_delay_);
-      const wire::Complete done{op->op_id, op->at + reply_after_ns_};
-      answered_.push_back(done);
-      server_.send(peer, done);
-    } else if (const auto* w = std::get_if<wire::Wait>(&m)) {
-      if (horizons_ && w->until != wire::kNoLimit && !woken(*w))
-        server_.send(peer, wire::Horizon{w->wait_id, w->until});
-    } else if (const auto* split = std::get_if<wire::CommSplit>(&m)) {
-      if (!hold_answers_) server_.send(peer, wire::CommInfo{split->comm, 1, {2, 3}});
-    } else if (std::holds_alternative<wire::Bye>(m)) {
-      server_.close(peer);  // as the coordinator does: the rank reads up to this close
-    }
-  }
-  void on_close(wire::PeerId, const Status&) override {}
-
-  // Sends `m` to the rank from the server's thread, in order.
-  void inject(wire::Message m) {
-    std::lock_guard lock(mu_);
-    if (const auto* done = std::get_if<wire::Complete>(&m)) answered_.push_back(*done);
-    outbox_.push_back(std::move(m));
-  }
-
-  const wire::Address& address() const { return address_; }
-  std::vector<wire::Message> seen() {
-    std::lock_guard lock(mu_);
-    return seen_;
-  }
-  // What the server thread has handled once it has `n` messages (or 2 s).
-  std::vector<wire::Message> seen_at_least(std::size_t n) {
-    for (int i = 0; i < 400 && seen().size() < n; ++i) std::this_thread::sleep_for(5ms);
-    return seen();
-  }
-  // Everything the rank sent, once its bye is in (or 2 s).
-  std::vector<wire::Message> seen_through_bye() {
-    for (int i = 0; i < 400; ++i) {
-      std::vector<wire::Message> all = seen();
-      if (!all.empty() && std::holds_alternative<wire::Bye>(all.back())) return all;
-      std::this_thread::sleep_for(5ms);
-    }
-    return seen();
-  }
-  template <typename T>
-  std::vector<T> seen_of() {
-    std::vector<T> out;
-    for (const wire::Message& m : seen())
-      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
-    return out;
-  }
-  std::int64_t start_at_ = 0;
-  std::int64_t reply_after_ns_ = 0;
-  std::chrono::milliseconds real_delay_{0};
-  bool refuse_ = false;
-  bool abort_ = false;
-  bool hold_answers_ = false;  // ops get no answer but what the test injects
-  bool horizons_ = true;       // answer each wait no answer ends with its horizon
-
- private:
-  // Whether an answer already sent ends wait `w`: for one op, its answer;
-  // for any op, any answer after the first `answers_seen`.
-  bool woken(const wire::Wait& w) const {
-    if (w.op_id == wire::kAnyOp) return answered_.size() > w.answers_seen;
-    return std::any_of(answered_.begin(), answered_.end(),
-                       [&](const wire::Complete& c) { return c.op_id == w.op_id; });
-  }
-  void flush() {
-    std::lock_guard lock(mu_);
-    for (const wire::Message& m : outbox_) server_.send(peer_, m);
-    outbox_.clear();
-  }
-
-  wire::Server server_;
-  wire::Address address_;
-  std::thread thread_;
-  std::atomic<bool> done_{false};
-  std::mutex mu_;
-  std::vector<wire::Message> seen_;
-  wire::PeerId peer_ = 0;
-  std::vector<wire::Complete> answered_;  // in the order sent
-  std::vector<wire::Message> outbox_;
-};
+// The client's fake: splits are answered with the group {2, 3}, the rank
+// second.
+FakeCoordinatorOptions fake() {
+  FakeCoordinatorOptions o;
+  o.split = FakeCoordinatorOptions::Group{1, {2, 3}};
+  return o;
+}
 
 std::unique_ptr<Client> connect(const FakeCoordinator& f, std::int32_t rank = 0) {
   Failure failure = Failure::kNone;
@@ -186,8 +69,9 @@ TEST(VirtualClockTest, RunsWithTheRealClockAndRestartsWhenLate) {
 }
 
 TEST(ClientTest, ClockStartsAtTheWelcome) {
-  FakeCoordinator f;
-  f.start_at_ = 5'000'000'000;
+  FakeCoordinatorOptions o = fake();
+  o.start_at = 5'000'000'000;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   EXPECT_GE(c->now(), 5'000'000'000);
@@ -195,8 +79,9 @@ TEST(ClientTest, ClockStartsAtTheWelcome) {
 }
 
 TEST(ClientTest, WaitHoldsTheRankUntilTheCompletion) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 20'000'000;  // 20 ms of emulated collective
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 20'000'000;  // 20 ms of emulated collective
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const auto t0 = Clock::now();
@@ -213,8 +98,9 @@ TEST(ClientTest, WaitHoldsTheRankUntilTheCompletion) {
 }
 
 TEST(ClientTest, WaitSendsAWaitForItsOp) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 1'000'000;
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 1'000'000;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   ASSERT_TRUE(c->enter(all_reduce()).is_ok());
@@ -233,7 +119,7 @@ TEST(ClientTest, WaitSendsAWaitForItsOp) {
 }
 
 TEST(ClientTest, WaitForAnAnswerAlreadyDueSendsNothing) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t first = c->enter(all_reduce()).value();
@@ -247,9 +133,10 @@ TEST(ClientTest, WaitForAnAnswerAlreadyDueSendsNothing) {
 }
 
 TEST(ClientTest, LateAnswersAreNotCounted) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 1'000'000;  // the op completes 1 ms after it is entered...
-  f.real_delay_ = 30ms;           // ...but the coordinator answers 30 ms later
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 1'000'000;  // the op completes 1 ms after it is entered...
+  o.real_delay = 30ms;              // ...but the coordinator answers 30 ms later
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::int64_t before = c->now();
@@ -262,8 +149,9 @@ TEST(ClientTest, LateAnswersAreNotCounted) {
 }
 
 TEST(ClientTest, OpsCompleteInAnyOrder) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 100'000;
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 100'000;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   std::vector<std::uint64_t> tickets;
@@ -280,8 +168,9 @@ TEST(ClientTest, OpsCompleteInAnyOrder) {
 }
 
 TEST(ClientTest, TestIsFalseAtTheHorizonAndTrueOnceCompleted) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
@@ -312,8 +201,9 @@ TEST(ClientTest, TestIsFalseAtTheHorizonAndTrueOnceCompleted) {
 }
 
 TEST(ClientTest, TestIsFalseWhileTheCompletionLiesAhead) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 30'000'000;
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 30'000'000;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
@@ -334,9 +224,10 @@ TEST(ClientTest, TestIsFalseWhileTheCompletionLiesAhead) {
 }
 
 TEST(ClientTest, WaitAnyTakesTheEarliestAnswer) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
-  f.horizons_ = false;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(c->enter(all_reduce()).is_ok());
@@ -370,9 +261,10 @@ TEST(ClientTest, WaitAnyTakesTheEarliestAnswer) {
 }
 
 TEST(ClientTest, WaitAnyWakesAtTheFirstAnswerToArrive) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
-  f.horizons_ = false;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(c->enter(all_reduce()).is_ok());
@@ -399,8 +291,9 @@ TEST(ClientTest, WaitAnyWakesAtTheFirstAnswerToArrive) {
 }
 
 TEST(ClientTest, WaitAnyEndsAtTheHorizon) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
@@ -421,9 +314,10 @@ TEST(ClientTest, WaitAnyEndsAtTheHorizon) {
 }
 
 TEST(ClientTest, StaleHorizonsAreIgnored) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
-  f.horizons_ = false;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   // Wait 0 has nothing to wait for: the rank sleeps on its own.
@@ -439,9 +333,10 @@ TEST(ClientTest, StaleHorizonsAreIgnored) {
 }
 
 TEST(ClientTest, WithNothingUnansweredTheRankSleepsOnItsOwn) {
-  FakeCoordinator f;
-  f.horizons_ = false;  // a rank that waited for the horizon would time out
-  f.reply_after_ns_ = 1'000'000'000;
+  FakeCoordinatorOptions o = fake();
+  o.horizons = false;  // a rank that waited for the horizon would time out
+  o.complete_after_ns = 1'000'000'000;
+  FakeCoordinator f(o);
   Failure failure = Failure::kNone;
   Result<std::unique_ptr<Client>> connected =
       Client::connect(f.address(), {0, 4, 0, "client_test"}, 500ms, &failure);
@@ -475,7 +370,7 @@ TEST(ClientTest, WithNothingUnansweredTheRankSleepsOnItsOwn) {
 }
 
 TEST(ClientTest, WaitAnyArgumentErrors) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   auto c = connect(f);
   ASSERT_TRUE(c);
   Result<std::optional<std::uint64_t>> r = c->wait_any(wire::kNoLimit);
@@ -495,8 +390,9 @@ TEST(ClientTest, WaitAnyArgumentErrors) {
 }
 
 TEST(ClientTest, HorizonOfAWaitNotSentIsAProtocolError) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
@@ -508,8 +404,9 @@ TEST(ClientTest, HorizonOfAWaitNotSentIsAProtocolError) {
 }
 
 TEST(ClientTest, CommSplitWaitsForTheMembersAndKeepsAnswersMeanwhile) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
@@ -526,8 +423,9 @@ TEST(ClientTest, CommSplitWaitsForTheMembersAndKeepsAnswersMeanwhile) {
 }
 
 TEST(ClientTest, CommInfoOfAnotherCommunicatorIsAProtocolError) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   f.inject(wire::CommInfo{5, 0, {0}});
@@ -542,7 +440,7 @@ TEST(ClientTest, CommInfoOfAnotherCommunicatorIsAProtocolError) {
 }
 
 TEST(CApiTest, CommSplitReportsTheMembers) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   prism_client* c = nullptr;
   ASSERT_EQ(prism_connect(f.address().to_string().c_str(), 2, 4, 0, "p", 5000, &c), PRISM_OK);
   std::int32_t n = 0, me = -1, members[2] = {-1, -1};
@@ -558,7 +456,7 @@ TEST(CApiTest, CommSplitReportsTheMembers) {
 }
 
 TEST(ClientTest, UnknownTicketIsAnArgumentError) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   auto c = connect(f);
   ASSERT_TRUE(c);
   Status s = c->wait(99);
@@ -568,8 +466,9 @@ TEST(ClientTest, UnknownTicketIsAnArgumentError) {
 }
 
 TEST(ClientTest, RefusedRankIsRejected) {
-  FakeCoordinator f;
-  f.refuse_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.refuse = "rank 9 is not in this job";
+  FakeCoordinator f(o);
   Failure failure = Failure::kNone;
   Result<std::unique_ptr<Client>> c =
       Client::connect(f.address(), {3, 4, 3, "x"}, 5000ms, &failure);
@@ -579,8 +478,9 @@ TEST(ClientTest, RefusedRankIsRejected) {
 }
 
 TEST(ClientTest, AbortedEmulationEndsTheWait) {
-  FakeCoordinator f;
-  f.abort_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.abort_at_op = 0;  // the first op
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   Result<std::uint64_t> t = c->enter(all_reduce());
@@ -604,8 +504,9 @@ TEST(ClientTest, NoCoordinatorIsAConnectError) {
 }
 
 TEST(CApiTest, ACProgramPlaysARank) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 50'000;
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 50'000;
+  FakeCoordinator f(o);
   char error[256] = {};
   EXPECT_EQ(prism_c_smoke(f.address().to_string().c_str(), error, sizeof error), 0) << error;
   EXPECT_THAT(error, HasSubstr("ticket 0: not an op this rank entered, or already waited for"));
@@ -640,7 +541,7 @@ TEST(CApiTest, ArgumentErrorsSayWhat) {
 }
 
 TEST(CApiTest, BadOpsAreRefusedBeforeTheWire) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   prism_client* c = nullptr;
   ASSERT_EQ(prism_connect(f.address().to_string().c_str(), 0, 4, 0, "p", 5000, &c), PRISM_OK);
   prism_op op{};
