@@ -110,7 +110,7 @@ Status Coordinator::Impl::check_time(const LiveRank& s, SimTime at, std::string_
   const SimTime b = bound(s);
   if (at >= b) return Status::ok();
   if (s.wait.active && !s.wait.woken) {
-    return Status::invalid_argument(
+    return Status::failed_precondition(
         fmt::format("live rank {} sent {} at {} ns in the middle of wait {} (it waits from {} ns)",
                     s.rank, what, at.ns, s.wait.wait_id, s.wait.at.ns));
   }
@@ -120,7 +120,8 @@ Status Coordinator::Impl::check_time(const LiveRank& s, SimTime at, std::string_
 }
 
 Status Coordinator::Impl::dispatch(LiveRank& s, const wire::Message& m) {
-  if (s.done) return Status::invalid_argument(fmt::format("live rank {} spoke after bye", s.rank));
+  if (s.done)
+    return Status::failed_precondition(fmt::format("live rank {} spoke after bye", s.rank));
   switch (wire::type_of(m)) {
     case wire::MessageType::kCommInit:
       return s.matcher.declare(std::get<wire::CommInit>(m));
@@ -171,7 +172,7 @@ Status Coordinator::Impl::enter(LiveRank& s, const wire::Op& op) {
   const SimTime at{op.at};
   PRISM_RETURN_IF_ERROR(check_time(s, at, fmt::format("op {}", op.op_id)));
   if (s.entered.contains(op.op_id)) {
-    return Status::invalid_argument(
+    return Status::failed_precondition(
         fmt::format("live rank {} entered op {} twice", s.rank, op.op_id));
   }
   Result<std::int32_t> matched = s.matcher.match(op);
@@ -217,7 +218,7 @@ Status Coordinator::Impl::split(LiveRank& s, const wire::CommSplit& m) {
 Status Coordinator::Impl::start_wait(LiveRank& s, const wire::Wait& w) {
   PRISM_RETURN_IF_ERROR(check_time(s, SimTime{w.at}, fmt::format("wait {}", w.wait_id)));
   if (w.op_id != wire::kAnyOp && !s.entered.contains(w.op_id)) {
-    return Status::invalid_argument(
+    return Status::failed_precondition(
         fmt::format("live rank {} waits for op {}, which it never entered", s.rank, w.op_id));
   }
   if (w.answers_seen > s.answers.size()) {
@@ -311,9 +312,9 @@ void Coordinator::Impl::finish_if_done() {
 Status Coordinator::Impl::closed(Rank r, const Status& why) {
   const LiveRank& s = live_rank(r);
   if (s.done && why.is_ok()) return Status::ok();
-  return Status::invalid_argument(
-      fmt::format("live rank {} (pid {}): {}; {}", s.rank, s.pid,
-                  why.is_ok() ? "closed by the coordinator" : why.message(), last_op_text(s)));
+  return Status::unavailable(fmt::format("live rank {} (pid {}): {}; {}", s.rank, s.pid,
+                                         why.is_ok() ? "closed by the coordinator" : why.message(),
+                                         last_op_text(s)));
 }
 
 Coordinator::Coordinator(const ExecutionGraph& g, const ReplayModels& models,

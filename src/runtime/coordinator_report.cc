@@ -82,7 +82,7 @@ Status Coordinator::Impl::check(SteadyClock::time_point now) {
   for (const LiveRank& s : ranks_) {
     if (s.done || bound(s) != h || (s.wait.active && !s.wait.woken)) continue;
     if (now - live_.last_heard(s.rank) > options_.timeout) {
-      return Status::invalid_argument(fmt::format(
+      return Status::deadline_exceeded(fmt::format(
           "live rank {} (pid {}) sent nothing for {} while the emulation waited for it; {}", s.rank,
           s.pid, live_.seconds_of_timeout(), last_op_text(s)));
     }

@@ -152,7 +152,7 @@ Status LiveSession::check_timeouts(SteadyClock::time_point now) {
     if (p.id) continue;
     all_connected = false;
     if (now - started_ > options_.timeout)
-      return Status::invalid_argument(
+      return Status::deadline_exceeded(
           fmt::format("{} {} did not connect within {}", options_.noun, r, seconds_of_timeout()));
   }
   if (!all_connected) return Status::ok();

@@ -74,16 +74,16 @@ class ProgramCapture::Impl : public LivePolicy {
 
   Status closed(Rank, const Status& why) override {
     if (done_) return Status::ok();
-    return Status::invalid_argument(fmt::format(
+    return Status::unavailable(fmt::format(
         "captured rank {}: {}; {}", options_.rank,
         why.is_ok() ? "connection closed without a bye" : why.message(), last_op_text()));
   }
 
   Status check(SteadyClock::time_point now) override {
     if (now - live_.last_heard(options_.rank) > options_.timeout)
-      return Status::invalid_argument(fmt::format("captured rank {} sent nothing for {}; {}",
-                                                  options_.rank, live_.seconds_of_timeout(),
-                                                  last_op_text()));
+      return Status::deadline_exceeded(fmt::format("captured rank {} sent nothing for {}; {}",
+                                                   options_.rank, live_.seconds_of_timeout(),
+                                                   last_op_text()));
     return Status::ok();
   }
 
@@ -105,7 +105,7 @@ class ProgramCapture::Impl : public LivePolicy {
       case wire::MessageType::kCommInit: {
         const auto& c = std::get<wire::CommInit>(m);
         if (comms_.contains(c.comm))
-          return Status::invalid_argument(fmt::format(
+          return Status::failed_precondition(fmt::format(
               "captured rank {} declared communicator {} twice", options_.rank, c.comm));
         comms_[c.comm] = members_of(c);
         return Status::ok();
@@ -115,7 +115,7 @@ class ProgramCapture::Impl : public LivePolicy {
       case wire::MessageType::kOp: {
         const auto& op = std::get<wire::Op>(m);
         if (!comms_.contains(op.comm))
-          return Status::invalid_argument(
+          return Status::failed_precondition(
               fmt::format("captured rank {} op {}: communicator {} was never declared",
                           options_.rank, op.op_id, op.comm));
         ++ops_;
@@ -156,12 +156,12 @@ class ProgramCapture::Impl : public LivePolicy {
   Status split(const wire::CommSplit& s) {
     const auto parent = comms_.find(s.parent);
     if (parent == comms_.end() || comms_.contains(s.comm))
-      return Status::invalid_argument(fmt::format(
+      return Status::failed_precondition(fmt::format(
           "captured rank {} split communicator {} from {}: {}", options_.rank, s.comm, s.parent,
           parent == comms_.end() ? "the parent was never declared" : "declared twice"));
     const std::vector<std::int32_t>& members = parent->second;
     if (members.empty() || torch_split_color(members) != s.color) {
-      return Status::invalid_argument(fmt::format(
+      return Status::unimplemented(fmt::format(
           "captured rank {} split communicator {} from {} with color {}: the capture of one rank "
           "can answer only a split that keeps every rank of the parent (PyTorch's new_group over "
           "all of them); a program with subgroups needs a capture of each role",

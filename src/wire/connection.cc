@@ -44,11 +44,11 @@ Result<std::unique_ptr<Connection>> Connection::open(const Address& a,
   if (!result) {
     asio::error_code ignored;
     impl->socket.close(ignored);
-    return Status::io_error(fmt::format("{}: the coordinator did not accept within {} ms",
-                                        a.to_string(), timeout.count()));
+    return Status::deadline_exceeded(fmt::format("{}: the coordinator did not accept within {} ms",
+                                                 a.to_string(), timeout.count()));
   }
   if (*result) {
-    return Status::io_error(
+    return Status::unavailable(
         fmt::format("{}: cannot connect: {}", a.to_string(), result->message()));
   }
   set_no_delay(a, impl->socket);
@@ -66,8 +66,8 @@ Status Connection::send(const Message& m) {
   asio::error_code ec;
   asio::write(c.socket, asio::buffer(frame), ec);
   if (ec) {
-    c.send_broken = Status::io_error(fmt::format("{}: sending {}: {}", c.address.to_string(),
-                                                 to_string(type_of(m)), ec.message()));
+    c.send_broken = Status::unavailable(fmt::format("{}: sending {}: {}", c.address.to_string(),
+                                                    to_string(type_of(m)), ec.message()));
     return c.send_broken;
   }
   ++c.sent;
@@ -99,7 +99,7 @@ Result<Message> Connection::receive(std::chrono::milliseconds timeout) {
       pollfd p{fd, POLLIN, 0};
       const int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
       if (ready == 0) {
-        return Status::io_error(
+        return Status::deadline_exceeded(
             fmt::format("{}: no answer within {} ms", c.address.to_string(), timeout.count()));
       }
       continue;
@@ -109,12 +109,12 @@ Result<Message> Connection::receive(std::chrono::milliseconds timeout) {
     if (got < 0) ec = asio::error_code(errno, asio::system_category());
     const auto n = static_cast<std::size_t>(std::max<ssize_t>(got, 0));
     if (ec == asio::error::eof) {
-      c.broken = Status::io_error(
+      c.broken = Status::unavailable(
           fmt::format("{}: the coordinator closed the connection{}", c.address.to_string(),
                       c.decoder.buffered() > 0 ? " in the middle of a frame" : ""));
     } else if (ec) {
-      c.broken =
-          Status::io_error(fmt::format("{}: receiving: {}", c.address.to_string(), ec.message()));
+      c.broken = Status::unavailable(
+          fmt::format("{}: receiving: {}", c.address.to_string(), ec.message()));
     } else {
       c.decoder.feed(std::string_view(buf.data(), n));
     }

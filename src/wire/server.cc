@@ -69,8 +69,8 @@ struct Server::Impl {
       const auto silent = std::chrono::steady_clock::now() - it->second->last_heard;
       if (silent < options.idle_timeout)
         return arm_idle(id, *it->second, options.idle_timeout - silent);
-      drop(id, Status::io_error(fmt::format("{}: no message for {} ms", peer_name(id),
-                                            options.idle_timeout.count())));
+      drop(id, Status::deadline_exceeded(fmt::format("{}: no message for {} ms", peer_name(id),
+                                                     options.idle_timeout.count())));
     });
   }
 
@@ -86,11 +86,11 @@ struct Server::Impl {
           drop(id, Status::ok());
         } else if (ec == asio::error::eof) {
           drop(id,
-               Status::io_error(fmt::format(
+               Status::unavailable(fmt::format(
                    "{}: connection closed {}", peer.name,
                    peer.decoder.buffered() > 0 ? "in the middle of a frame" : "without a bye")));
         } else {
-          drop(id, Status::io_error(fmt::format("{}: {}", peer.name, ec.message())));
+          drop(id, Status::unavailable(fmt::format("{}: {}", peer.name, ec.message())));
         }
         return;
       }
@@ -137,8 +137,8 @@ struct Server::Impl {
           peer.writing = false;
           if (ec) {
             if (peer.closing) return erase(id);
-            return drop(id,
-                        Status::io_error(fmt::format("{}: sending: {}", peer.name, ec.message())));
+            return drop(
+                id, Status::unavailable(fmt::format("{}: sending: {}", peer.name, ec.message())));
           }
           peer.out.pop_front();
           write(id, peer);

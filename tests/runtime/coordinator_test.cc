@@ -284,6 +284,7 @@ TEST(CoordinatorTest, RankThatHangsUpIsReportedWithItsLastOp) {
   }  // the connection closes without a bye, as when the process is killed
   const Result<CoordinatorResult> out = c.result();
   ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kUnavailable);  // a lost peer
   EXPECT_THAT(out.status().message(), HasSubstr("live rank 0 (pid "));
   EXPECT_THAT(out.status().message(), HasSubstr("connection closed without a bye"));
   EXPECT_THAT(out.status().message(),
@@ -296,6 +297,7 @@ TEST(CoordinatorTest, RankThatNeverConnectsTimesOut) {
   Rank0 r(c.address);  // rank 2 never comes
   const Result<CoordinatorResult> out = c.result();
   ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(out.status().message(), "live rank 2 did not connect within 0.3 s");
   const Message m = r.receive();  // rank 0 is told
   ASSERT_TRUE(std::holds_alternative<Error>(m));
@@ -326,6 +328,7 @@ TEST(CoordinatorTest, SilentRankTimesOut) {
   r.all_reduce(0, 100);  // and then nothing: the emulation waits for rank 0
   const Result<CoordinatorResult> out = c.result();
   ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(out.status().message(),
               HasSubstr("live rank 0 (pid " + std::to_string(::getpid()) +
                         ") sent nothing for 0.3 s while the emulation waited for it"));

@@ -209,6 +209,7 @@ TEST(TransportTest, HangingUpWithoutByeIsReported) {
   }
   const std::vector<Status> closes = s.wait_closes(1);
   ASSERT_EQ(closes.size(), 1u);
+  EXPECT_EQ(closes[0].code(), StatusCode::kUnavailable);
   EXPECT_THAT(closes[0].message(), HasSubstr("connection closed without a bye"));
 }
 
@@ -220,9 +221,11 @@ TEST(TransportTest, SilentPeerIsClosedAfterTheIdleTimeout) {
   ASSERT_TRUE(c);
   const std::vector<Status> closes = s.wait_closes(1);
   ASSERT_EQ(closes.size(), 1u);
+  EXPECT_EQ(closes[0].code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(closes[0].message(), HasSubstr("no message for 100 ms"));
   Result<Message> r = c->receive(2000ms);
   ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_THAT(r.status().message(), HasSubstr("the coordinator closed the connection"));
 }
 
@@ -249,6 +252,7 @@ TEST(TransportTest, NoAnswerInTimeIsAnError) {
   ASSERT_TRUE(c && c->send(Marker{MarkerCode::kIterationBegin, 0, 0}).is_ok());
   Result<Message> r = c->receive(50ms);
   ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(r.status().message(), HasSubstr("no answer within 50 ms"));
 }
 
@@ -256,6 +260,7 @@ TEST(TransportTest, ConnectingToNothingIsAnError) {
   const Address a{Address::Kind::kUnix, socket_path("missing.sock"), "", 0};
   Result<std::unique_ptr<Connection>> c = Connection::open(a, 500ms);
   ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
   EXPECT_THAT(c.status().message(), HasSubstr("missing.sock: cannot connect:"));
 }
 
