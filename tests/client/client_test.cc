@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "client/c_status.h"
 #include "prism/client.h"
 #include "support/fake_coordinator.h"
 
@@ -40,9 +41,8 @@ FakeCoordinatorOptions fake() {
 }
 
 std::unique_ptr<Client> connect(const FakeCoordinator& f, std::int32_t rank = 0) {
-  Failure failure = Failure::kNone;
   Result<std::unique_ptr<Client>> c =
-      Client::connect(f.address(), {rank, 4, rank, "client_test"}, 5000ms, &failure);
+      Client::connect(f.address(), {rank, 4, rank, "client_test"}, 5000ms);
   EXPECT_TRUE(c.is_ok()) << c.status().message();
   return c.is_ok() ? std::move(c).value() : nullptr;
 }
@@ -196,8 +196,10 @@ TEST(ClientTest, TestIsFalseAtTheHorizonAndTrueOnceCompleted) {
   EXPECT_EQ(waits[1].wait_id, 1u);
   EXPECT_EQ(waits[1].answers_seen, 0u);
   // Spent: the ticket is gone.
-  EXPECT_FALSE(c->test(t).is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kArgument);
+  const Result<bool> spent = c->test(t);
+  ASSERT_FALSE(spent.is_ok());
+  EXPECT_EQ(spent.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c_status_of(spent.status()), PRISM_ERR_ARGUMENT);
 }
 
 TEST(ClientTest, TestIsFalseWhileTheCompletionLiesAhead) {
@@ -337,9 +339,8 @@ TEST(ClientTest, WithNothingUnansweredTheRankSleepsOnItsOwn) {
   o.horizons = false;  // a rank that waited for the horizon would time out
   o.complete_after_ns = 1'000'000'000;
   FakeCoordinator f(o);
-  Failure failure = Failure::kNone;
   Result<std::unique_ptr<Client>> connected =
-      Client::connect(f.address(), {0, 4, 0, "client_test"}, 500ms, &failure);
+      Client::connect(f.address(), {0, 4, 0, "client_test"}, 500ms);
   ASSERT_TRUE(connected.is_ok()) << connected.status().message();
   const std::unique_ptr<Client> c = std::move(connected).value();
   const auto t0 = Clock::now();
@@ -375,7 +376,7 @@ TEST(ClientTest, WaitAnyArgumentErrors) {
   ASSERT_TRUE(c);
   Result<std::optional<std::uint64_t>> r = c->wait_any(wire::kNoLimit);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kArgument);
+  EXPECT_EQ(c_status_of(r.status()), PRISM_ERR_ARGUMENT);
   EXPECT_THAT(r.status().message(), HasSubstr("no outstanding op and no time limit"));
   // A limit in the past means now.
   const std::int64_t before = c->now();
@@ -399,7 +400,8 @@ TEST(ClientTest, HorizonOfAWaitNotSentIsAProtocolError) {
   f.inject(wire::Horizon{7, 0});
   Status s = c->wait(t);
   ASSERT_FALSE(s.is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kProtocol);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);  // the coordinator broke the protocol
+  EXPECT_EQ(c_status_of(s), PRISM_ERR_PROTOCOL);
   EXPECT_THAT(s.message(), HasSubstr("horizon for wait 7, which this rank has not sent"));
 }
 
@@ -431,7 +433,7 @@ TEST(ClientTest, CommInfoOfAnotherCommunicatorIsAProtocolError) {
   f.inject(wire::CommInfo{5, 0, {0}});
   Result<wire::CommInfo> info = c->comm_split(0, 4, 9, 1);
   ASSERT_FALSE(info.is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kProtocol);
+  EXPECT_EQ(c_status_of(info.status()), PRISM_ERR_PROTOCOL);
   EXPECT_THAT(info.status().message(),
               HasSubstr("comm_info for communicator 5, which this rank is not splitting"));
   const Result<wire::CommInfo> negative = connect(f)->comm_split(0, 4, -3, 0);
@@ -461,7 +463,7 @@ TEST(ClientTest, UnknownTicketIsAnArgumentError) {
   ASSERT_TRUE(c);
   Status s = c->wait(99);
   ASSERT_FALSE(s.is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kArgument);
+  EXPECT_EQ(c_status_of(s), PRISM_ERR_ARGUMENT);
   EXPECT_THAT(s.message(), HasSubstr("ticket 99: not an op this rank entered"));
 }
 
@@ -469,11 +471,12 @@ TEST(ClientTest, RefusedRankIsRejected) {
   FakeCoordinatorOptions o = fake();
   o.refuse = "rank 9 is not in this job";
   FakeCoordinator f(o);
-  Failure failure = Failure::kNone;
-  Result<std::unique_ptr<Client>> c =
-      Client::connect(f.address(), {3, 4, 3, "x"}, 5000ms, &failure);
+  bool opened = false;
+  Result<std::unique_ptr<Client>> c = Client::connect(f.address(), {3, 4, 3, "x"}, 5000ms, &opened);
   ASSERT_FALSE(c.is_ok());
-  EXPECT_EQ(failure, Failure::kRejected);
+  EXPECT_TRUE(opened);
+  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c_status_of(c.status(), opened), PRISM_ERR_REJECTED);
   EXPECT_THAT(c.status().message(), HasSubstr("refused rank 3: rank 9 is not in this job"));
 }
 
@@ -490,17 +493,66 @@ TEST(ClientTest, AbortedEmulationEndsTheWait) {
   std::this_thread::sleep_for(100ms);
   Status s = c->wait(t.value());
   ASSERT_FALSE(s.is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kAborted);
+  EXPECT_EQ(s.code(), StatusCode::kAborted);
+  EXPECT_EQ(c_status_of(s), PRISM_ERR_ABORTED);
   EXPECT_THAT(s.message(), HasSubstr("the coordinator: rank 0 crashed"));
 }
 
 TEST(ClientTest, NoCoordinatorIsAConnectError) {
-  Failure failure = Failure::kNone;
+  bool opened = false;
   Result<std::unique_ptr<Client>> c =
       Client::connect(wire::Address{wire::Address::Kind::kUnix, "/nonexistent/prism.sock", "", 0},
-                      {0, 1, 0, ""}, 500ms, &failure);
+                      {0, 1, 0, ""}, 500ms, &opened);
   ASSERT_FALSE(c.is_ok());
-  EXPECT_EQ(failure, Failure::kConnect);
+  EXPECT_FALSE(opened);
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(c_status_of(c.status(), opened), PRISM_ERR_CONNECT);
+}
+
+TEST(ClientTest, ACoordinatorThatHangsUpIsUnavailable) {
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  auto f = std::make_unique<FakeCoordinator>(o);
+  auto c = connect(*f);
+  ASSERT_TRUE(c);
+  const Result<std::uint64_t> t = c->enter(all_reduce());
+  ASSERT_TRUE(t.is_ok());
+  f.reset();  // the coordinator is gone
+  const Status s = c->wait(t.value());
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.message();
+  EXPECT_EQ(c_status_of(s), PRISM_ERR_PROTOCOL);
+}
+
+TEST(ClientTest, ACoordinatorThatDoesNotAnswerInTimeIsADeadline) {
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
+  Result<std::unique_ptr<Client>> c = Client::connect(f.address(), {0, 4, 0, "client_test"}, 200ms);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const Result<std::uint64_t> t = c.value()->enter(all_reduce());
+  ASSERT_TRUE(t.is_ok());
+  const Status s = c.value()->wait(t.value());
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.message();
+  EXPECT_THAT(s.message(), HasSubstr("no answer within 200 ms"));
+  EXPECT_EQ(c_status_of(s), PRISM_ERR_PROTOCOL);
+}
+
+// The C ABI's statuses, one code at a time (client/c_status.h).
+TEST(CStatusTest, EachCodeHasItsPrismStatus) {
+  EXPECT_EQ(c_status_of(Status::ok()), PRISM_OK);
+  EXPECT_EQ(c_status_of(Status::invalid_argument("x")), PRISM_ERR_ARGUMENT);
+  EXPECT_EQ(c_status_of(Status::unavailable("x")), PRISM_ERR_PROTOCOL);
+  EXPECT_EQ(c_status_of(Status::deadline_exceeded("x")), PRISM_ERR_PROTOCOL);
+  EXPECT_EQ(c_status_of(Status::internal("x")), PRISM_ERR_PROTOCOL);
+  EXPECT_EQ(c_status_of(Status::failed_precondition("x")), PRISM_ERR_REJECTED);
+  EXPECT_EQ(c_status_of(Status::aborted("x")), PRISM_ERR_ABORTED);
+  // Before the connection opened, every failure is the connect's.
+  EXPECT_EQ(c_status_of(Status::unavailable("x"), false), PRISM_ERR_CONNECT);
+  EXPECT_EQ(c_status_of(Status::deadline_exceeded("x"), false), PRISM_ERR_CONNECT);
+  EXPECT_EQ(c_status_of(Status::invalid_argument("x"), false), PRISM_ERR_CONNECT);
 }
 
 TEST(CApiTest, ACProgramPlaysARank) {
