@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -12,6 +13,7 @@
 #include <asio.hpp>
 
 #include "wire/endpoint.h"
+#include "wire/in_process.h"
 
 namespace prism::wire {
 
@@ -36,6 +38,16 @@ Result<std::unique_ptr<Connection>> Connection::open(const Address& a,
                                                      std::chrono::milliseconds timeout) {
   auto impl = std::make_unique<Impl>();
   impl->address = a;
+  if (a.kind == Address::Kind::kInProcess) {
+    PRISM_ASSIGN_OR_RETURN(const int fd, in_process::connect(a.path));
+    asio::error_code ec;
+    impl->socket.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), fd, ec);
+    if (ec) {
+      ::close(fd);
+      return Status::io_error(fmt::format("{}: {}", a.to_string(), ec.message()));
+    }
+    return std::unique_ptr<Connection>(new Connection(std::move(impl)));
+  }
   PRISM_ASSIGN_OR_RETURN(const asio::generic::stream_protocol::endpoint ep,
                          resolve_endpoint(a, impl->io));
   std::optional<asio::error_code> result;

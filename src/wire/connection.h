@@ -21,7 +21,8 @@ class Connection {
 
   // Connects within `timeout`. A socket path that does not exist or a
   // refused port (unavailable), or a coordinator that does not accept in
-  // time (deadline_exceeded), is an error naming the address.
+  // time (deadline_exceeded), is an error naming the address. An in-process
+  // address (wire/in_process.h) connects at once, or is unavailable.
   static Result<std::unique_ptr<Connection>> open(const Address& a,
                                                   std::chrono::milliseconds timeout);
 

@@ -44,7 +44,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // Listens on `a` (callable for several addresses). Returns the bound
-  // address: a TCP port 0 becomes the port the system chose.
+  // address: a TCP port 0 becomes the port the system chose. An in-process
+  // address takes connections from this process only (wire/in_process.h).
   Result<Address> listen(const Address& a);
 
   // Queues a message to the peer; unknown or closed peers are ignored.

@@ -1,6 +1,7 @@
 // The coordinator against scripted live ranks: the test speaks the wire
 // protocol itself with explicit virtual times, so every expected completion
-// is exact. The coordinator runs on a thread of its own.
+// is exact. The coordinator runs on a thread of its own and listens in
+// process (wire/in_process.h), but where a test writes to its socket by hand.
 #include "runtime/coordinator.h"
 
 #include <sys/socket.h>
@@ -40,19 +41,24 @@ ExecutionGraph four_ranks() {
                              {0, 1, 2, 3});
 }
 
-std::string socket_path() {
+// Where a test's coordinator listens: in process (wire/in_process.h), or on
+// a Unix socket for a test that writes to it by hand.
+Address where(Address::Kind kind) {
   static int n = 0;
+  const std::string name = "c" + std::to_string(n++);
+  if (kind == Address::Kind::kInProcess) return Address{kind, "coordinator-test-" + name, "", 0};
   const auto dir =
       std::filesystem::temp_directory_path() / ("prism-coord-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  return (dir / ("c" + std::to_string(n++) + ".sock")).string();
+  return Address{kind, (dir / (name + ".sock")).string(), "", 0};
 }
 
 // A coordinator on its own thread; result() joins it.
 class Running {
  public:
   Running(const ExecutionGraph& g, std::vector<Rank> live, bool capture = false,
-          std::chrono::milliseconds timeout = 5000ms)
+          std::chrono::milliseconds timeout = 5000ms,
+          Address::Kind kind = Address::Kind::kInProcess)
       : network_(testing::unit_network()), memory_(DeviceMemoryOptions{}) {
     CoordinatorOptions o;
     o.live_ranks = std::move(live);
@@ -60,7 +66,7 @@ class Running {
     o.timeout = timeout;
     o.capture = capture;
     coord_ = std::make_unique<Coordinator>(g, ReplayModels{&network_, &compute_, &memory_}, o);
-    Result<Address> a = coord_->listen(Address{Address::Kind::kUnix, socket_path(), "", 0});
+    Result<Address> a = coord_->listen(where(kind));
     EXPECT_TRUE(a.is_ok()) << a.status().message();
     address = a.value();
     future_ =
@@ -306,7 +312,7 @@ TEST(CoordinatorTest, RankThatNeverConnectsTimesOut) {
 
 TEST(CoordinatorTest, GarbageEndsTheEmulation) {
   const ExecutionGraph g = four_ranks();
-  Running c(g, {0});
+  Running c(g, {0}, false, 5000ms, Address::Kind::kUnix);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;

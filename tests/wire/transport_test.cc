@@ -140,6 +140,40 @@ TEST(TransportTest, TcpLoopbackGetsAPortAndExchanges) {
   exchange(*c);
 }
 
+// The seam for tests that run a server and its clients in one process: no
+// socket file, no port.
+TEST(TransportTest, InProcessChannelExchangesAndSaysByeInOrder) {
+  Running s;
+  const Address a = s.listen(Address{Address::Kind::kInProcess, "transport-test", "", 0});
+  EXPECT_EQ(a.to_string(), "inproc:transport-test");
+  s.start();
+  {
+    auto c = open(a);
+    ASSERT_TRUE(c);
+    exchange(*c);
+  }
+  const std::vector<Status> closes = s.wait_closes(1);
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_TRUE(closes[0].is_ok()) << closes[0].message();
+}
+
+TEST(TransportTest, InProcessNamesAreOneServerEachAndGoWithIt) {
+  const Address a{Address::Kind::kInProcess, "transport-test-names", "", 0};
+  {
+    Running s;
+    s.listen(a);
+    EchoHandler other;
+    Server second(other, {});
+    const Result<Address> taken = second.listen(a);
+    ASSERT_FALSE(taken.is_ok());
+    EXPECT_THAT(taken.status().message(), HasSubstr("the name is taken"));
+  }
+  const Result<std::unique_ptr<Connection>> gone = Connection::open(a, 500ms);
+  ASSERT_FALSE(gone.is_ok());
+  EXPECT_EQ(gone.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(gone.status().message(), HasSubstr("inproc:transport-test-names: cannot connect"));
+}
+
 TEST(TransportTest, SpinningReceiveGetsTheSameAnswers) {
   Running s;
   const Address a = s.listen(Address{Address::Kind::kUnix, socket_path("s.sock"), "", 0});
