@@ -85,7 +85,6 @@ class LiveSession : private wire::ServerHandler {
   // The rank's silence counts from now.
   void heard(Rank r);
   SteadyClock::time_point last_heard(Rank r) const;
-  const LiveSessionOptions& options() const { return options_; }
   std::string seconds_of_timeout() const;
 
   void finish();
