@@ -1,6 +1,7 @@
 // prism: the PrismLLM command line. Each subcommand lives in its own file;
 // this one parses the command line, dispatches, and turns every failure into
-// exactly one "error: ..." line on stderr with exit status 1.
+// exactly one "error: ..." line on stderr with its exit status (1, whatever
+// the failure's code: exit_status_of).
 #include <exception>
 #include <string>
 #include <vector>
@@ -15,17 +16,24 @@
 #include "cli/replay_command.h"
 #include "cli/simulate_command.h"
 #include "cli/validate_command.h"
+#include "util/status.h"
 
 namespace {
 
 constexpr int kExitError = 1;
 
-int fail(std::string message) {
+// The one place a failure's code becomes the exit status. Every code is 1
+// today (docs/cli.md); scripts tell failures apart by the message.
+int exit_status_of(prism::StatusCode) {
+  return kExitError;
+}
+
+int fail(std::string message, prism::StatusCode code = prism::StatusCode::kInvalidArgument) {
   // One line, whatever the message holds.
   for (char& c : message)
     if (c == '\n') c = ' ';
   fmt::print(stderr, "error: {}\n", message);
-  return kExitError;
+  return exit_status_of(code);
 }
 
 // CLI11 reports "prism frobnicate" as a missing command; name the unknown
@@ -41,7 +49,8 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
 }
 
 int finish(const prism::Result<int>& exit_status) {
-  return exit_status.is_ok() ? exit_status.value() : fail(exit_status.status().message());
+  if (exit_status.is_ok()) return exit_status.value();
+  return fail(exit_status.status().message(), exit_status.status().code());
 }
 
 }  // namespace
@@ -78,7 +87,7 @@ int main(int argc, char** argv) {
     if (import.selected()) return finish(import.run());
     if (export_.selected()) return finish(export_.run());
   } catch (const std::exception& e) {  // e.g. out of memory: still one error line
-    return fail(e.what());
+    return fail(e.what(), prism::StatusCode::kInternal);
   }
   return fail("no command given");  // unreachable: CLI11 requires one
 }

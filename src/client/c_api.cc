@@ -1,5 +1,6 @@
 // The C ABI of include/prism/client.h over client::Client: decode and check
-// the arguments, call, translate the Status. No exception leaves here.
+// the arguments, call, translate the Status (client/c_status.h). No
+// exception leaves here.
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -7,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "client/c_status.h"
 #include "client/client.h"
 #include "prism/client.h"
 #include "wire/protocol.h"
@@ -21,30 +23,12 @@ static_assert(PRISM_NO_LIMIT == prism::wire::kNoLimit);
 namespace {
 
 using prism::Status;
-using prism::client::Failure;
-
-prism_status status_of(Failure f) {
-  switch (f) {
-    case Failure::kNone:
-      return PRISM_OK;
-    case Failure::kArgument:
-      return PRISM_ERR_ARGUMENT;
-    case Failure::kConnect:
-      return PRISM_ERR_CONNECT;
-    case Failure::kProtocol:
-      return PRISM_ERR_PROTOCOL;
-    case Failure::kRejected:
-      return PRISM_ERR_REJECTED;
-    case Failure::kAborted:
-      return PRISM_ERR_ABORTED;
-  }
-  return PRISM_ERR_PROTOCOL;
-}
+using prism::client::c_status_of;
 
 prism_status done(prism_client* c, const Status& s) {
   if (s.is_ok()) return PRISM_OK;
   c->last_error = s.message();
-  return c->client ? status_of(c->client->last_failure()) : PRISM_ERR_CONNECT;
+  return c_status_of(s);
 }
 
 prism_status argument_error(prism_client* c, std::string why) {
@@ -87,12 +71,12 @@ prism_status prism_connect(const char* address, int32_t rank, int32_t world_size
     if (timeout_ms < 0) return argument_error(c, "timeout_ms must not be negative");
     const prism::client::Client::Identity who{rank, world_size, local_rank,
                                               program != nullptr ? program : ""};
-    Failure failure = Failure::kNone;
+    bool opened = false;
     prism::Result<std::unique_ptr<prism::client::Client>> r = prism::client::Client::connect(
-        a.value(), who, std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 60000), &failure);
+        a.value(), who, std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 60000), &opened);
     if (!r.is_ok()) {
       c->last_error = r.status().message();
-      return status_of(failure);
+      return c_status_of(r.status(), opened);
     }
     c->client = std::move(r).value();
     return PRISM_OK;

@@ -19,61 +19,61 @@ namespace {
 // short waits stay off the scheduler (docs/benchmarks.md, prism_bench_wire).
 constexpr std::chrono::microseconds kSpin{200};
 
-Failure failure_of(wire::ErrorCode c) {
+// The coordinator's error frame as a Status: it refused (the rank, an op),
+// it ended the emulation, or this client broke the protocol.
+Status coordinator_error(wire::ErrorCode c, std::string message) {
   switch (c) {
-    case wire::ErrorCode::kProtocol:
-      return Failure::kProtocol;
     case wire::ErrorCode::kRejected:
     case wire::ErrorCode::kMismatch:
-      return Failure::kRejected;
+      return Status::failed_precondition(std::move(message));
     case wire::ErrorCode::kAborted:
-      return Failure::kAborted;
+      return Status::aborted(std::move(message));
+    case wire::ErrorCode::kProtocol:
+      break;
   }
-  return Failure::kProtocol;
+  return Status::internal(std::move(message));
+}
+
+// A failed receive: a malformed frame from the coordinator (invalid_argument
+// from the decoder) is the coordinator's breach of the protocol, not the
+// caller's argument.
+Status protocol_error(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument ? Status::internal(s.message()) : s;
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Client>> Client::connect(const wire::Address& a, const Identity& who,
-                                                std::chrono::milliseconds timeout,
-                                                Failure* failure) {
-  *failure = Failure::kConnect;
+                                                std::chrono::milliseconds timeout, bool* opened) {
   Result<std::unique_ptr<wire::Connection>> conn = wire::Connection::open(a, timeout);
   if (!conn.is_ok()) return conn.status();
+  if (opened != nullptr) *opened = true;
   wire::Connection& c = *conn.value();
   c.set_spin(kSpin);
-  *failure = Failure::kProtocol;
   PRISM_RETURN_IF_ERROR(c.send(wire::Hello{who.rank, who.world_size, who.local_rank,
                                            static_cast<std::int64_t>(::getpid()), who.program}));
   Result<wire::Message> answer = c.receive(timeout);
-  if (!answer.is_ok()) return answer.status();
+  if (!answer.is_ok()) return protocol_error(answer.status());
   if (const auto* e = std::get_if<wire::Error>(&answer.value())) {
-    *failure = failure_of(e->code);
-    return Status::invalid_argument(fmt::format("{}: the coordinator refused rank {}: {}",
-                                                a.to_string(), who.rank, e->message));
+    return coordinator_error(e->code, fmt::format("{}: the coordinator refused rank {}: {}",
+                                                  a.to_string(), who.rank, e->message));
   }
   const auto* w = std::get_if<wire::Welcome>(&answer.value());
   if (w == nullptr) {
-    return Status::invalid_argument(fmt::format("{}: expected welcome, got {}", a.to_string(),
-                                                wire::to_string(wire::type_of(answer.value()))));
+    return Status::internal(fmt::format("{}: expected welcome, got {}", a.to_string(),
+                                        wire::to_string(wire::type_of(answer.value()))));
   }
   if (w->rank != who.rank || w->world_size != who.world_size) {
-    return Status::invalid_argument(
-        fmt::format("{}: welcome for rank {} of {}, this is rank {} of {}", a.to_string(), w->rank,
-                    w->world_size, who.rank, who.world_size));
+    return Status::internal(fmt::format("{}: welcome for rank {} of {}, this is rank {} of {}",
+                                        a.to_string(), w->rank, w->world_size, who.rank,
+                                        who.world_size));
   }
-  *failure = Failure::kNone;
   return std::unique_ptr<Client>(new Client(std::move(conn).value(), *w, timeout));
 }
 
 Client::Client(std::unique_ptr<wire::Connection> conn, const wire::Welcome& w,
                std::chrono::milliseconds timeout)
     : conn_(std::move(conn)), timeout_(timeout), clock_(w.start_at, Clock::now()) {}
-
-Status Client::fail(Failure f, Status s) {
-  failure_ = f;
-  return s;
-}
 
 // Every message costs a system call, a few microseconds the job itself would
 // not spend (its collectives are enqueued, not sent): that time is taken out
@@ -93,17 +93,16 @@ Status Client::send(const wire::Message& m) {
     Result<wire::Message> last = conn_->receive(std::chrono::milliseconds(100));
     if (!last.is_ok()) break;
     if (const auto* e = std::get_if<wire::Error>(&last.value()))
-      return broken(failure_of(e->code), fmt::format("the coordinator: {}", e->message));
+      return broken(coordinator_error(e->code, fmt::format("the coordinator: {}", e->message)));
   }
-  return fail(Failure::kProtocol, broken_);
+  return broken_;
 }
 
 Status Client::comm_init(std::uint32_t comm, std::int32_t nranks, std::int32_t rank_in_comm,
                          std::vector<std::int32_t> members, std::uint64_t id_hash) {
   if (nranks < 1 || rank_in_comm < 0 || rank_in_comm >= nranks) {
-    return fail(Failure::kArgument,
-                Status::invalid_argument(fmt::format("comm_init {}: rank_in_comm {} of nranks {}",
-                                                     comm, rank_in_comm, nranks)));
+    return Status::invalid_argument(
+        fmt::format("comm_init {}: rank_in_comm {} of nranks {}", comm, rank_in_comm, nranks));
   }
   return send(wire::CommInit{comm, nranks, rank_in_comm, id_hash, std::move(members)});
 }
@@ -111,9 +110,8 @@ Status Client::comm_init(std::uint32_t comm, std::int32_t nranks, std::int32_t r
 Result<wire::CommInfo> Client::comm_split(std::uint32_t parent, std::uint32_t comm,
                                           std::int32_t color, std::int32_t key) {
   if (color < 0) {
-    return fail(Failure::kArgument,
-                Status::invalid_argument(
-                    fmt::format("comm_split {} of {}: color {} is negative", comm, parent, color)));
+    return Status::invalid_argument(
+        fmt::format("comm_split {} of {}: color {} is negative", comm, parent, color));
   }
   PRISM_RETURN_IF_ERROR(send(wire::CommSplit{parent, comm, color, key}));
   const Clock::time_point start = Clock::now();  // send() excluded its own time
@@ -131,10 +129,10 @@ Result<wire::CommInfo> Client::comm_split(std::uint32_t parent, std::uint32_t co
 
 Result<std::uint64_t> Client::enter(wire::Op op) {
   if (op.bytes < 0 || op.peer < 0) {
-    return fail(Failure::kArgument, Status::invalid_argument(fmt::format(
-                                        "{} on comm {}: bytes {} and peer {} must "
-                                        "not be negative",
-                                        wire::to_string(op.code), op.comm, op.bytes, op.peer)));
+    return Status::invalid_argument(
+        fmt::format("{} on comm {}: bytes {} and peer {} must "
+                    "not be negative",
+                    wire::to_string(op.code), op.comm, op.bytes, op.peer));
   }
   op.op_id = next_op_++;
   op.at = now();
@@ -143,43 +141,42 @@ Result<std::uint64_t> Client::enter(wire::Op op) {
   return std::uint64_t{op.op_id};
 }
 
-Status Client::broken(Failure f, std::string why) {
-  broken_ = Status::invalid_argument(fmt::format("{}: {}", conn_->address().to_string(), why));
-  return fail(f, broken_);
+Status Client::broken(Status why) {
+  broken_ = why.with_context(conn_->address().to_string());
+  return broken_;
 }
 
 Result<wire::Message> Client::receive() {
   if (!broken_.is_ok()) return broken_;
   Result<wire::Message> m = conn_->receive(timeout_);
   if (!m.is_ok()) {
-    broken_ = m.status();
-    return fail(Failure::kProtocol, broken_);
+    broken_ = protocol_error(m.status());
+    return broken_;
   }
   if (const auto* done = std::get_if<wire::Complete>(&m.value())) {
     if (!outstanding_.contains(done->op_id) || answers_.contains(done->op_id)) {
-      return broken(Failure::kProtocol,
-                    fmt::format("completion of op {}, which this rank has not entered, or "
-                                "already has an answer for",
-                                done->op_id));
+      return broken(
+          Status::internal(fmt::format("completion of op {}, which this rank has not entered, or "
+                                       "already has an answer for",
+                                       done->op_id)));
     }
     answers_[done->op_id] = done->at;
     ++answers_seen_;
   } else if (const auto* h = std::get_if<wire::Horizon>(&m.value())) {
     if (h->wait_id >= next_wait_) {
-      return broken(Failure::kProtocol,
-                    fmt::format("horizon for wait {}, which this rank has not sent", h->wait_id));
+      return broken(Status::internal(
+          fmt::format("horizon for wait {}, which this rank has not sent", h->wait_id)));
     }
   } else if (const auto* info = std::get_if<wire::CommInfo>(&m.value())) {
     if (splitting_ != info->comm) {
-      return broken(Failure::kProtocol,
-                    fmt::format("comm_info for communicator {}, which this rank is not splitting",
-                                info->comm));
+      return broken(Status::internal(fmt::format(
+          "comm_info for communicator {}, which this rank is not splitting", info->comm)));
     }
   } else if (const auto* e = std::get_if<wire::Error>(&m.value())) {
-    return broken(failure_of(e->code), fmt::format("the coordinator: {}", e->message));
+    return broken(coordinator_error(e->code, fmt::format("the coordinator: {}", e->message)));
   } else {
-    return broken(Failure::kProtocol, fmt::format("unexpected {} from the coordinator",
-                                                  wire::to_string(wire::type_of(m.value()))));
+    return broken(Status::internal(fmt::format("unexpected {} from the coordinator",
+                                               wire::to_string(wire::type_of(m.value())))));
   }
   return m;
 }
@@ -195,10 +192,9 @@ Result<Client::Woken> Client::await(std::uint32_t wait_id, std::uint32_t op_id,
         return Woken{std::min(done->at, until), Clock::now()};
     } else if (const auto& h = std::get<wire::Horizon>(m); h.wait_id == wait_id) {
       if (until == wire::kNoLimit || h.at != until) {
-        return broken(
-            Failure::kProtocol,
+        return broken(Status::internal(
             fmt::format("horizon of wait {} at {}, which waits until {}", wait_id, h.at,
-                        until == wire::kNoLimit ? "its op completes" : std::to_string(until)));
+                        until == wire::kNoLimit ? "its op completes" : std::to_string(until))));
       }
       return Woken{until, Clock::now()};
     }
@@ -251,9 +247,8 @@ std::optional<Client::Answer> Client::earliest_answer() const {
 
 Status Client::check_ticket(std::uint64_t ticket) {
   if (outstanding_.contains(ticket)) return Status::ok();
-  return fail(Failure::kArgument,
-              Status::invalid_argument(fmt::format(
-                  "ticket {}: not an op this rank entered, or already waited for", ticket)));
+  return Status::invalid_argument(
+      fmt::format("ticket {}: not an op this rank entered, or already waited for", ticket));
 }
 
 void Client::spend(std::uint64_t ticket) {
@@ -286,8 +281,7 @@ Result<bool> Client::test(std::uint64_t ticket) {
 
 Result<std::optional<std::uint64_t>> Client::wait_any(std::int64_t until) {
   if (until == wire::kNoLimit && outstanding_.empty()) {
-    return fail(Failure::kArgument,
-                Status::invalid_argument("wait_any: no outstanding op and no time limit"));
+    return Status::invalid_argument("wait_any: no outstanding op and no time limit");
   }
   const std::int64_t at = now();
   until = std::max(until, at);
@@ -314,8 +308,7 @@ Result<std::optional<std::uint64_t>> Client::poll() {
 Status Client::memory(wire::MemoryAction action, std::uint64_t id, std::int64_t bytes,
                       std::uint16_t stream) {
   if (bytes < 0) {
-    return fail(Failure::kArgument,
-                Status::invalid_argument(fmt::format("memory event: bytes {} is negative", bytes)));
+    return Status::invalid_argument(fmt::format("memory event: bytes {} is negative", bytes));
   }
   return send(wire::Memory{action, id, bytes, stream, now()});
 }
@@ -326,8 +319,8 @@ Status Client::marker(wire::MarkerCode code, std::int32_t value) {
 
 Status Client::compute(std::uint16_t stream, std::int64_t duration_ns, std::string name) {
   if (duration_ns < 0) {
-    return fail(Failure::kArgument, Status::invalid_argument(fmt::format(
-                                        "compute: duration {} ns is negative", duration_ns)));
+    return Status::invalid_argument(
+        fmt::format("compute: duration {} ns is negative", duration_ns));
   }
   if (name.size() > wire::kMaxString) name.resize(wire::kMaxString);
   // The compute ended now; it began duration_ns earlier.

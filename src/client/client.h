@@ -6,6 +6,13 @@
 // coordinator may only simulate as far as each live rank's bound. That is
 // why a completion is never handed out before the rank has waited for it.
 // Not thread-safe: one caller at a time.
+//
+// Errors say what happened in their code: invalid_argument (the caller's
+// argument), unavailable (the coordinator is not there, or hung up),
+// deadline_exceeded (nothing came in time), failed_precondition (the
+// coordinator refused the rank or an op), aborted (the emulation ended),
+// internal (the coordinator broke the protocol, or was told this client
+// did). The C ABI maps them to prism_status (client/c_status.h).
 #pragma once
 
 #include <chrono>
@@ -25,9 +32,6 @@
 
 namespace prism::client {
 
-// What kind of failure the last error was; the C ABI's prism_status.
-enum class Failure { kNone, kArgument, kConnect, kProtocol, kRejected, kAborted };
-
 class Client {
  public:
   struct Identity {
@@ -38,9 +42,11 @@ class Client {
   };
 
   // Connects and waits for the welcome; the rank's virtual clock starts then.
+  // `opened` says whether the connection opened: a failure before is the
+  // connect's (no coordinator at the address, or none in time).
   static Result<std::unique_ptr<Client>> connect(const wire::Address& a, const Identity& who,
                                                  std::chrono::milliseconds timeout,
-                                                 Failure* failure);
+                                                 bool* opened = nullptr);
 
   Status comm_init(std::uint32_t comm, std::int32_t nranks, std::int32_t rank_in_comm,
                    std::vector<std::int32_t> members, std::uint64_t id_hash);
@@ -82,7 +88,6 @@ class Client {
   // Real time spent sending messages, not counted in virtual time.
   std::chrono::nanoseconds overhead() const { return overhead_; }
   std::uint64_t messages() const { return messages_; }
-  Failure last_failure() const { return failure_; }
 
  private:
   using Clock = VirtualClock::Clock;
@@ -116,10 +121,9 @@ class Client {
   std::optional<Answer> earliest_answer() const;
   Status check_ticket(std::uint64_t ticket);
   void spend(std::uint64_t ticket);
-  Status fail(Failure f, Status s);
   // The coordinator broke the protocol or ended the emulation: every later
-  // call fails with `why`, which names the address.
-  Status broken(Failure f, std::string why);
+  // call fails with `why` (its code said), which names the address.
+  Status broken(Status why);
 
   std::unique_ptr<wire::Connection> conn_;
   std::chrono::milliseconds timeout_;
@@ -134,7 +138,6 @@ class Client {
   std::optional<std::uint32_t> splitting_;  // inside comm_split: the new handle
   std::chrono::nanoseconds overhead_{0};
   std::uint64_t messages_ = 0;
-  Failure failure_ = Failure::kNone;
   Status broken_;
 };
 

@@ -40,25 +40,29 @@ SimTime wire_time(std::int64_t ns) {
   return ns == wire::kNoLimit ? SimTime::never() : SimTime{ns};
 }
 
+LiveSessionOptions live_options(const ExecutionGraph& g, const CoordinatorOptions& o) {
+  return LiveSessionOptions{o.live_ranks, g.world_size(), "live rank", o.timeout};
+}
+
 }  // namespace
 
 Coordinator::Impl::Impl(const ExecutionGraph& g, const ReplayModels& models,
                         CoordinatorOptions options)
     : g_(g),
       options_(std::move(options)),
-      server_(*this, wire::ServerOptions{}),
+      live_(live_options(g, options_), *this),
       replay_(g, replay_options(options_), models, this) {
-  sessions_.reserve(options_.live_ranks.size());
+  ranks_.reserve(options_.live_ranks.size());
   for (Rank r : options_.live_ranks) {
     PRISM_CHECK(r >= 0 && r < g.world_size(), "live rank outside the job");
-    session_of_rank_[r] = sessions_.size();
-    sessions_.emplace_back(g, r);
+    index_of_[r] = ranks_.size();
+    ranks_.emplace_back(g, r);
   }
 }
 
 // The earliest virtual time live rank `s` can still send something at.
-SimTime Coordinator::Impl::bound(const Session& s) const {
-  if (!s.peer) return SimTime::zero();  // not connected yet
+SimTime Coordinator::Impl::bound(const LiveRank& s) const {
+  if (!live_.connected(s.rank)) return SimTime::zero();  // not connected yet
   if (s.done) return SimTime::never();
   if (!s.wait.active) return s.last_at;
   return max(s.last_at, s.wait.woken ? s.wait.wake : s.wait.until);
@@ -66,77 +70,47 @@ SimTime Coordinator::Impl::bound(const Session& s) const {
 
 SimTime Coordinator::Impl::horizon() const {
   SimTime h = SimTime::never();
-  for (const Session& s : sessions_) h = min(h, bound(s));
+  for (const LiveRank& s : ranks_) h = min(h, bound(s));
   return h;
 }
 
-bool Coordinator::Impl::connected(Rank rank) const {
-  const auto it = session_of_rank_.find(rank);
-  return it != session_of_rank_.end() && sessions_[it->second].peer.has_value();
-}
-
-Session* Coordinator::Impl::session_of(wire::PeerId peer) {
-  const auto it = session_of_peer_.find(peer);
-  return it == session_of_peer_.end() ? nullptr : &sessions_[it->second];
-}
-
-void Coordinator::Impl::send(Session& s, const wire::Message& m) {
+void Coordinator::Impl::send(LiveRank& s, const wire::Message& m) {
   if (options_.capture) s.capture.entries.push_back(CaptureEntry{m, kNone});
-  server_.send(*s.peer, m);
+  live_.send(s.rank, m);
 }
 
-void Coordinator::Impl::on_message(wire::PeerId peer, wire::Message m) {
-  if (!failed_.is_ok()) return;
-  if (const auto* h = std::get_if<wire::Hello>(&m)) return hello(peer, *h);
-  Session* s = session_of(peer);
-  if (s == nullptr) {
-    server_.send(peer, wire::Error{wire::ErrorCode::kRejected, "the first message must be hello"});
-    server_.close(peer);
-    return;
-  }
-  s->last_heard = SteadyClock::now();
-  if (options_.capture) s->capture.entries.push_back(CaptureEntry{m, kNone});
-  Status st = handle(*s, m);
-  if (st.is_ok() && s->done) server_.close(peer);  // the rank reads until this close
-  if (!st.is_ok()) {
-    return fail(std::move(st), s,
-                s->mismatched ? wire::ErrorCode::kMismatch : wire::ErrorCode::kRejected);
-  }
-  progress();
+std::string Coordinator::Impl::not_expected(Rank r) const {
+  return fmt::format("rank {} is not a live rank of this emulation", r);
 }
 
-void Coordinator::Impl::hello(wire::PeerId peer, const wire::Hello& h) {
-  std::string why;
-  const auto it = session_of_rank_.find(h.rank);
-  if (h.world_size != g_.world_size()) {
-    why = fmt::format("world size {}, the job has {}", h.world_size, g_.world_size());
-  } else if (it == session_of_rank_.end()) {
-    why = fmt::format("rank {} is not a live rank of this emulation", h.rank);
-  } else if (sessions_[it->second].peer) {
-    why = fmt::format("rank {} is connected already", h.rank);
-  }
-  if (!why.empty()) {
-    server_.send(peer, wire::Error{wire::ErrorCode::kRejected, why});
-    server_.close(peer);
-    return;
-  }
-  Session& s = sessions_[it->second];
-  s.peer = peer;
+void Coordinator::Impl::hello(Rank r, const wire::Hello& h) {
+  LiveRank& s = live_rank(r);
   s.pid = h.pid;
   s.program = h.program;
-  s.last_heard = SteadyClock::now();
-  session_of_peer_[peer] = it->second;
   s.capture = RankCapture{h.rank, h.world_size, h.pid, h.program, options_.job, {}};
   if (options_.capture) s.capture.entries.push_back(CaptureEntry{h, kNone});
   send(s, wire::Welcome{h.rank, h.world_size, 0, options_.job});
   progress();
 }
 
-Status Coordinator::Impl::check_time(const Session& s, SimTime at, std::string_view what) const {
+Status Coordinator::Impl::handle(Rank r, const wire::Message& m) {
+  LiveRank& s = live_rank(r);
+  if (options_.capture) s.capture.entries.push_back(CaptureEntry{m, kNone});
+  PRISM_RETURN_IF_ERROR(dispatch(s, m));
+  if (s.done) live_.close(r);  // the rank reads until this close
+  progress();
+  return Status::ok();
+}
+
+wire::ErrorCode Coordinator::Impl::error_code(Rank r) const {
+  return live_rank(r).mismatched ? wire::ErrorCode::kMismatch : wire::ErrorCode::kRejected;
+}
+
+Status Coordinator::Impl::check_time(const LiveRank& s, SimTime at, std::string_view what) const {
   const SimTime b = bound(s);
   if (at >= b) return Status::ok();
   if (s.wait.active && !s.wait.woken) {
-    return Status::invalid_argument(
+    return Status::failed_precondition(
         fmt::format("live rank {} sent {} at {} ns in the middle of wait {} (it waits from {} ns)",
                     s.rank, what, at.ns, s.wait.wait_id, s.wait.at.ns));
   }
@@ -145,8 +119,9 @@ Status Coordinator::Impl::check_time(const Session& s, SimTime at, std::string_v
       s.rank, what, at.ns, b.ns));
 }
 
-Status Coordinator::Impl::handle(Session& s, const wire::Message& m) {
-  if (s.done) return Status::invalid_argument(fmt::format("live rank {} spoke after bye", s.rank));
+Status Coordinator::Impl::dispatch(LiveRank& s, const wire::Message& m) {
+  if (s.done)
+    return Status::failed_precondition(fmt::format("live rank {} spoke after bye", s.rank));
   switch (wire::type_of(m)) {
     case wire::MessageType::kCommInit:
       return s.matcher.declare(std::get<wire::CommInit>(m));
@@ -193,11 +168,11 @@ Status Coordinator::Impl::handle(Session& s, const wire::Message& m) {
   }
 }
 
-Status Coordinator::Impl::enter(Session& s, const wire::Op& op) {
+Status Coordinator::Impl::enter(LiveRank& s, const wire::Op& op) {
   const SimTime at{op.at};
   PRISM_RETURN_IF_ERROR(check_time(s, at, fmt::format("op {}", op.op_id)));
   if (s.entered.contains(op.op_id)) {
-    return Status::invalid_argument(
+    return Status::failed_precondition(
         fmt::format("live rank {} entered op {} twice", s.rank, op.op_id));
   }
   Result<std::int32_t> matched = s.matcher.match(op);
@@ -220,7 +195,7 @@ Status Coordinator::Impl::enter(Session& s, const wire::Op& op) {
 
 // Live ranks that split the same parent must agree: one color, one group;
 // ranks of one group, one color.
-Status Coordinator::Impl::split(Session& s, const wire::CommSplit& m) {
+Status Coordinator::Impl::split(LiveRank& s, const wire::CommSplit& m) {
   PRISM_ASSIGN_OR_RETURN(OpMatcher::Split got, s.matcher.split(m));
   const std::vector<Rank>& group = got.info.members;
   for (const auto& [key, given] : splits_) {
@@ -240,10 +215,10 @@ Status Coordinator::Impl::split(Session& s, const wire::CommSplit& m) {
   return Status::ok();
 }
 
-Status Coordinator::Impl::start_wait(Session& s, const wire::Wait& w) {
+Status Coordinator::Impl::start_wait(LiveRank& s, const wire::Wait& w) {
   PRISM_RETURN_IF_ERROR(check_time(s, SimTime{w.at}, fmt::format("wait {}", w.wait_id)));
   if (w.op_id != wire::kAnyOp && !s.entered.contains(w.op_id)) {
-    return Status::invalid_argument(
+    return Status::failed_precondition(
         fmt::format("live rank {} waits for op {}, which it never entered", s.rank, w.op_id));
   }
   if (w.answers_seen > s.answers.size()) {
@@ -264,27 +239,27 @@ Status Coordinator::Impl::start_wait(Session& s, const wire::Wait& w) {
 
 // The wait ends at `at`: an answer's completion (`answer`: the rank was held
 // for communication) or its own deadline.
-void Coordinator::Impl::wake(Session& s, SimTime at, bool answer) {
+void Coordinator::Impl::wake(LiveRank& s, SimTime at, bool answer) {
   WaitState& w = s.wait;
   w.woken = true;
-  s.last_heard = SteadyClock::now();  // its silence counts from here
+  live_.heard(s.rank);  // its silence counts from here
   w.wake = max(w.at, min(at, w.until));
   if (answer && at <= w.until) s.held.emplace_back(w.at, w.wake);
 }
 
 // The rank acted at `at`: any wait it was in is over.
-void Coordinator::Impl::move_to(Session& s, SimTime at) {
+void Coordinator::Impl::move_to(LiveRank& s, SimTime at) {
   s.wait.active = false;
   s.last_at = at;
 }
 
-Status Coordinator::Impl::step_to(Session& s, SimTime at, std::string_view what) {
+Status Coordinator::Impl::step_to(LiveRank& s, SimTime at, std::string_view what) {
   PRISM_RETURN_IF_ERROR(check_time(s, at, what));
   move_to(s, at);
   return Status::ok();
 }
 
-void Coordinator::Impl::memory(Session& s, const wire::Memory& m) {
+void Coordinator::Impl::memory(LiveRank& s, const wire::Memory& m) {
   if (m.action == wire::MemoryAction::kAlloc) {
     s.allocations[m.id] += m.bytes;
     s.allocated += m.bytes;
@@ -296,7 +271,7 @@ void Coordinator::Impl::memory(Session& s, const wire::Memory& m) {
 }
 
 void Coordinator::Impl::completed(Rank rank, std::int32_t op, SimTime at) {
-  Session& s = sessions_[session_of_rank_.at(rank)];
+  LiveRank& s = live_rank(rank);
   const std::uint32_t op_id = s.op_id_of.at(op);
   s.op_id_of.erase(op);
   s.answered[op_id] = at;
@@ -309,12 +284,12 @@ void Coordinator::Impl::completed(Rank rank, std::int32_t op, SimTime at) {
 // Runs the replay as far as the live ranks allow, then tells each rank whose
 // wait reached its deadline with nothing complete that it may go on.
 void Coordinator::Impl::progress() {
-  if (!failed_.is_ok() || finished_) return;
+  if (live_.ended()) return;
   Result<SimTime> next = replay_.advance();
-  if (!next.is_ok()) return fail(next.status());
+  if (!next.is_ok()) return live_.fail(next.status());
   next_event_ = next.value();
   const SimTime h = horizon();
-  for (Session& s : sessions_) {
+  for (LiveRank& s : ranks_) {
     WaitState& w = s.wait;
     if (!w.active || w.woken || w.until == SimTime::never() || h < w.until) continue;
     // A rank with every op answered sleeps to its deadline on its own.
@@ -326,34 +301,20 @@ void Coordinator::Impl::progress() {
 
 void Coordinator::Impl::finish_if_done() {
   const bool all_done =
-      std::all_of(sessions_.begin(), sessions_.end(), [](const Session& s) { return s.done; });
-  if (all_done || replay_.stopped()) {
-    finished_ = true;
-    server_.stop();
-    return;
-  }
+      std::all_of(ranks_.begin(), ranks_.end(), [](const LiveRank& s) { return s.done; });
+  if (all_done || replay_.stopped()) return live_.finish();
   if (next_event_ == SimTime::never() && horizon() == SimTime::never()) {
     // Every live rank waits for an op the replay can no longer complete.
-    fail(deadlock_error(replay_.finish(live_times())));
+    live_.fail(deadlock_error(replay_.finish(live_times())));
   }
 }
 
-void Coordinator::Impl::on_close(wire::PeerId peer, const Status& why) {
-  Session* s = session_of(peer);
-  session_of_peer_.erase(peer);
-  if (!failed_.is_ok()) return;
-  if (s == nullptr) {
-    // Only PrismLLM's ranks know the private socket: garbage there means
-    // something is badly wrong.
-    if (!why.is_ok())
-      fail(
-          Status::invalid_argument(fmt::format("a peer that never said hello: {}", why.message())));
-    return;
-  }
-  if (s->done && why.is_ok()) return;
-  fail(Status::invalid_argument(
-      fmt::format("live rank {} (pid {}): {}; {}", s->rank, s->pid,
-                  why.is_ok() ? "closed by the coordinator" : why.message(), last_op_text(*s))));
+Status Coordinator::Impl::closed(Rank r, const Status& why) {
+  const LiveRank& s = live_rank(r);
+  if (s.done && why.is_ok()) return Status::ok();
+  return Status::unavailable(fmt::format("live rank {} (pid {}): {}; {}", s.rank, s.pid,
+                                         why.is_ok() ? "closed by the coordinator" : why.message(),
+                                         last_op_text(s)));
 }
 
 Coordinator::Coordinator(const ExecutionGraph& g, const ReplayModels& models,

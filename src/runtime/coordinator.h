@@ -1,6 +1,7 @@
 // Coordinator: the hybrid emulation's centre. It listens for the live ranks
-// (wire::Server), replays every other rank of the graph (LiveReplay), and
-// answers each op a live rank enters with its completion in virtual time.
+// (a LiveSession, runtime/live_session.h, with the replay as its policy),
+// replays every other rank of the graph (LiveReplay), and answers each op a
+// live rank enters with its completion in virtual time.
 //
 // Synchronization is conservative (docs/protocol.md, "Waiting"). Each live
 // rank has a bound: the earliest virtual time its next message can carry.

@@ -1,6 +1,7 @@
-// Coordinator::Impl: the state behind runtime/coordinator.h, shared by
-// coordinator.cc (messages, synchronization) and coordinator_report.cc
-// (timeouts, failure messages, the final reports).
+// Coordinator::Impl: the replay policy of a live session
+// (runtime/live_session.h), the state behind runtime/coordinator.h, shared
+// by coordinator.cc (messages, synchronization) and coordinator_report.cc
+// (silence, failure messages, the final reports).
 #pragma once
 
 #include <chrono>
@@ -11,12 +12,10 @@
 #include <utility>
 
 #include "runtime/coordinator.h"
+#include "runtime/live_session.h"
 #include "runtime/op_matcher.h"
-#include "wire/server.h"
 
 namespace prism::runtime {
-
-using SteadyClock = std::chrono::steady_clock;
 
 // A live rank's wait (wire::Wait) and when it ends, once known.
 struct WaitState {
@@ -31,11 +30,11 @@ struct WaitState {
 
 using Interval = std::pair<SimTime, SimTime>;
 
-struct Session {
-  Session(const ExecutionGraph& g, Rank r) : rank(r), matcher(g, r) {}
+// A live rank as the replay sees it (its connection is the LiveSession's).
+struct LiveRank {
+  LiveRank(const ExecutionGraph& g, Rank r) : rank(r), matcher(g, r) {}
 
   Rank rank;
-  std::optional<wire::PeerId> peer;
   bool done = false;  // said goodbye
   int exit_code = 0;
   std::int64_t pid = 0;
@@ -50,7 +49,6 @@ struct Session {
   std::vector<SimTime> answers;                              // completions, in sending order
   std::int32_t last_op = kNone;
   SimTime last_op_at;
-  SteadyClock::time_point last_heard;
   // Measurements for the report.
   IterationMarks marks;
   std::vector<LiveCompute> computed;  // compute the rank reported
@@ -63,62 +61,60 @@ struct Session {
   bool mismatched = false;  // its last op was not the graph's
 };
 
-class Coordinator::Impl : public wire::ServerHandler, public LiveListener {
+class Coordinator::Impl : public LivePolicy, public LiveListener {
  public:
   Impl(const ExecutionGraph& g, const ReplayModels& models, CoordinatorOptions options);
 
-  Result<wire::Address> listen(const wire::Address& a) { return server_.listen(a); }
+  Result<wire::Address> listen(const wire::Address& a) { return live_.listen(a); }
   Result<CoordinatorResult> run(const std::function<Status()>& tick);
-  bool connected(Rank rank) const;
+  bool connected(Rank rank) const { return live_.connected(rank); }
 
-  void on_message(wire::PeerId peer, wire::Message m) override;
-  void on_close(wire::PeerId peer, const Status& why) override;
+  // LivePolicy
+  std::string not_expected(Rank r) const override;
+  void hello(Rank r, const wire::Hello& h) override;
+  Status handle(Rank r, const wire::Message& m) override;
+  wire::ErrorCode error_code(Rank r) const override;
+  Status closed(Rank r, const Status& why) override;
+  Status check(SteadyClock::time_point now) override;
+  void finishing() override;
+  // LiveListener
   void completed(Rank rank, std::int32_t op, SimTime at) override;
   SimTime horizon() const override;
 
  private:
-  SimTime bound(const Session& s) const;
-  Session* session_of(wire::PeerId peer);
-  void hello(wire::PeerId peer, const wire::Hello& h);
-  Status handle(Session& s, const wire::Message& m);
-  Status check_time(const Session& s, SimTime at, std::string_view what) const;
-  Status enter(Session& s, const wire::Op& op);
-  Status start_wait(Session& s, const wire::Wait& w);
-  Status split(Session& s, const wire::CommSplit& m);
-  void move_to(Session& s, SimTime at);
-  Status step_to(Session& s, SimTime at, std::string_view what);  // check_time, then move_to
-  void wake(Session& s, SimTime at, bool answer);
-  void memory(Session& s, const wire::Memory& m);
-  void send(Session& s, const wire::Message& m);
+  SimTime bound(const LiveRank& s) const;
+  LiveRank& live_rank(Rank r) { return ranks_[index_of_.at(r)]; }
+  const LiveRank& live_rank(Rank r) const { return ranks_[index_of_.at(r)]; }
+  Status dispatch(LiveRank& s, const wire::Message& m);
+  Status check_time(const LiveRank& s, SimTime at, std::string_view what) const;
+  Status enter(LiveRank& s, const wire::Op& op);
+  Status start_wait(LiveRank& s, const wire::Wait& w);
+  Status split(LiveRank& s, const wire::CommSplit& m);
+  void move_to(LiveRank& s, SimTime at);
+  Status step_to(LiveRank& s, SimTime at, std::string_view what);  // check_time, then move_to
+  void wake(LiveRank& s, SimTime at, bool answer);
+  void memory(LiveRank& s, const wire::Memory& m);
+  void send(LiveRank& s, const wire::Message& m);
   void progress();
   void finish_if_done();
 
   // coordinator_report.cc
-  // Ends the emulation: every connected rank gets an `aborted` error, the
-  // culprit (if any) `code`.
-  void fail(Status why, const Session* culprit = nullptr,
-            wire::ErrorCode code = wire::ErrorCode::kAborted);
-  std::string last_op_text(const Session& s) const;
-  std::string waiting_text(const Session& s) const;
-  Status check_timeouts(SteadyClock::time_point now);
+  std::string last_op_text(const LiveRank& s) const;
+  std::string waiting_text(const LiveRank& s) const;
   struct Measured {
     SimTime finish, span, compute;
   };
-  Measured measure(const Session& s) const;
+  Measured measure(const LiveRank& s) const;
   std::vector<LiveRankTimes> live_times() const;
-  LiveRankReport report_of(const Session& s) const;
+  LiveRankReport report_of(const LiveRank& s) const;
   Status deadlock_error(const ReplayResult& r) const;
 
   const ExecutionGraph& g_;
   CoordinatorOptions options_;
-  wire::Server server_;
+  LiveSession live_;
   LiveReplay replay_;
-  std::vector<Session> sessions_;  // options_.live_ranks order
-  std::map<Rank, std::size_t> session_of_rank_;
-  std::map<wire::PeerId, std::size_t> session_of_peer_;
-  SteadyClock::time_point started_;
-  Status failed_;
-  bool finished_ = false;
+  std::vector<LiveRank> ranks_;  // options_.live_ranks order
+  std::map<Rank, std::size_t> index_of_;
   SimTime next_event_ = SimTime::zero();
   // Live ranks' splits, to keep them consistent with one another: (the
   // parent's members, the split's number on it, color) -> (the rank, the

@@ -9,12 +9,6 @@
 namespace prism::runtime {
 namespace {
 
-constexpr std::chrono::milliseconds kTick{10};
-
-std::string seconds(std::chrono::milliseconds d) {
-  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000);
-}
-
 std::string ms(SimTime t) {
   return fmt::format("{:.6f} ms", static_cast<double>(t.ns) / 1e6);
 }
@@ -34,32 +28,13 @@ SimTime covered(std::vector<Interval> spans, SimTime lo, SimTime hi) {
 }  // namespace
 
 Result<CoordinatorResult> Coordinator::Impl::run(const std::function<Status()>& tick) {
-  PRISM_CHECK(!sessions_.empty(), "an emulation needs at least one live rank");
-  started_ = SteadyClock::now();
+  PRISM_CHECK(!ranks_.empty(), "an emulation needs at least one live rank");
   progress();
-  while (failed_.is_ok() && !finished_) {
-    server_.run_for(kTick);
-    if (!failed_.is_ok() || finished_) break;
-    Status st = tick();
-    if (st.is_ok()) st = check_timeouts(SteadyClock::now());
-    if (!st.is_ok()) fail(std::move(st));
-  }
-  if (failed_.is_ok() && replay_.stopped()) {
-    for (Session& s : sessions_) {
-      if (!s.peer || s.done || !session_of_peer_.contains(*s.peer)) continue;
-      send(s,
-           wire::Error{wire::ErrorCode::kAborted, "the emulation ended: a rank ran out of memory"});
-      server_.close(*s.peer);
-    }
-  }
-  // Let the error frames and last answers reach the ranks.
-  for (int i = 0; i < 20 && server_.num_peers() > 0; ++i) server_.run_for(kTick);
-  if (!failed_.is_ok()) return failed_;
-
+  PRISM_RETURN_IF_ERROR(live_.run(tick));
   CoordinatorResult out;
   out.replay = replay_.finish(live_times());
   if (out.replay.outcome == ReplayResult::Outcome::kDeadlock) return deadlock_error(out.replay);
-  for (const Session& s : sessions_) {
+  for (const LiveRank& s : ranks_) {
     out.live.push_back(report_of(s));
     if (options_.capture) out.captures.push_back(s.capture);
     out.computed.insert(out.computed.end(), s.computed.begin(), s.computed.end());
@@ -67,20 +42,19 @@ Result<CoordinatorResult> Coordinator::Impl::run(const std::function<Status()>& 
   return out;
 }
 
-void Coordinator::Impl::fail(Status why, const Session* culprit, wire::ErrorCode code) {
-  if (!failed_.is_ok()) return;
-  failed_ = std::move(why);
-  for (Session& s : sessions_) {
-    if (!s.peer || !session_of_peer_.contains(*s.peer)) continue;
-    const wire::ErrorCode c = &s == culprit ? code : wire::ErrorCode::kAborted;
-    if (!s.done) send(s, wire::Error{c, failed_.message()});
-    server_.close(*s.peer);
-    session_of_peer_.erase(*s.peer);
+// A rank that ran out of memory stopped the replay: the ones still running
+// are told.
+void Coordinator::Impl::finishing() {
+  if (!replay_.stopped()) return;
+  for (LiveRank& s : ranks_) {
+    if (!live_.open(s.rank)) continue;
+    send(s,
+         wire::Error{wire::ErrorCode::kAborted, "the emulation ended: a rank ran out of memory"});
+    live_.close(s.rank);
   }
-  server_.stop();
 }
 
-std::string Coordinator::Impl::last_op_text(const Session& s) const {
+std::string Coordinator::Impl::last_op_text(const LiveRank& s) const {
   if (s.last_op == kNone) {
     return fmt::format("it had entered no op ({} ahead in the graph)", s.matcher.remaining());
   }
@@ -88,7 +62,7 @@ std::string Coordinator::Impl::last_op_text(const Session& s) const {
                      ms(s.last_op_at));
 }
 
-std::string Coordinator::Impl::waiting_text(const Session& s) const {
+std::string Coordinator::Impl::waiting_text(const LiveRank& s) const {
   if (!s.wait.active || s.wait.op_id == wire::kAnyOp) {
     std::vector<std::string> ops;
     for (const auto& [op_id, gop] : s.entered)
@@ -100,26 +74,17 @@ std::string Coordinator::Impl::waiting_text(const Session& s) const {
                      s.matcher.describe(s.entered.at(s.wait.op_id)), ms(s.wait.at));
 }
 
-Status Coordinator::Impl::check_timeouts(SteadyClock::time_point now) {
-  // Until every rank is connected, the emulation waits for the missing ones.
-  bool all_connected = true;
-  for (const Session& s : sessions_) {
-    if (s.peer) continue;
-    all_connected = false;
-    if (now - started_ > options_.timeout)
-      return Status::invalid_argument(
-          fmt::format("live rank {} did not connect within {}", s.rank, seconds(options_.timeout)));
-  }
-  if (!all_connected) return Status::ok();
+// Only silence the emulation waits on counts: a rank in a wait the replay
+// has not ended yet is silent by right. (LiveSession waits for every rank
+// to connect first.)
+Status Coordinator::Impl::check(SteadyClock::time_point now) {
   const SimTime h = horizon();
-  for (const Session& s : sessions_) {
-    // Only silence the emulation waits on counts: a rank in a wait the
-    // replay has not ended yet is silent by right.
+  for (const LiveRank& s : ranks_) {
     if (s.done || bound(s) != h || (s.wait.active && !s.wait.woken)) continue;
-    if (now - s.last_heard > options_.timeout) {
-      return Status::invalid_argument(fmt::format(
+    if (now - live_.last_heard(s.rank) > options_.timeout) {
+      return Status::deadline_exceeded(fmt::format(
           "live rank {} (pid {}) sent nothing for {} while the emulation waited for it; {}", s.rank,
-          s.pid, seconds(options_.timeout), last_op_text(s)));
+          s.pid, live_.seconds_of_timeout(), last_op_text(s)));
     }
   }
   return Status::ok();
@@ -130,7 +95,7 @@ Status Coordinator::Impl::check_timeouts(SteadyClock::time_point now) {
 // compute in that span: the union of the compute it reported, or, for a
 // rank that reports none, whenever it was not held in a wait for a
 // completion.
-Coordinator::Impl::Measured Coordinator::Impl::measure(const Session& s) const {
+Coordinator::Impl::Measured Coordinator::Impl::measure(const LiveRank& s) const {
   Measured m;
   m.finish = s.done ? s.finish : s.last_at;
   const SimTime end = s.marks.last_end(m.finish);
@@ -149,7 +114,7 @@ Coordinator::Impl::Measured Coordinator::Impl::measure(const Session& s) const {
 
 std::vector<LiveRankTimes> Coordinator::Impl::live_times() const {
   std::vector<LiveRankTimes> out;
-  for (const Session& s : sessions_) {
+  for (const LiveRank& s : ranks_) {
     const Measured m = measure(s);
     out.push_back(LiveRankTimes{m.compute, m.span - m.compute, m.finish});
   }
@@ -157,7 +122,7 @@ std::vector<LiveRankTimes> Coordinator::Impl::live_times() const {
 }
 
 // Per iteration: the measured span divided by the rank's iterations.
-LiveRankReport Coordinator::Impl::report_of(const Session& s) const {
+LiveRankReport Coordinator::Impl::report_of(const LiveRank& s) const {
   const Measured m = measure(s);
   LiveRankReport r;
   r.rank = s.rank;
@@ -183,7 +148,7 @@ LiveRankReport Coordinator::Impl::report_of(const Session& s) const {
 
 Status Coordinator::Impl::deadlock_error(const ReplayResult& r) const {
   std::string why;
-  for (const Session& s : sessions_) {
+  for (const LiveRank& s : ranks_) {
     if (!s.done) {
       why += waiting_text(s) + "; ";
     } else if (s.matcher.remaining() > 0) {

@@ -227,7 +227,7 @@ Launcher::~Launcher() {
 
 Result<pid_t> Launcher::start(int rank, const std::vector<std::string>& argv, const Env& env) {
   const std::string where = fmt::format("rank {}", rank);
-  if (children_.contains(rank)) return Status::invalid_argument(where + ": already started");
+  if (children_.contains(rank)) return Status::failed_precondition(where + ": already started");
   PRISM_RETURN_IF_ERROR(check_request(argv, env).with_context(where));
   PRISM_RETURN_IF_ERROR(start_forwarder().with_context(where));
   Result<Pipe> out = make_pipe();

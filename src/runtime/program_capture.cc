@@ -8,18 +8,11 @@
 
 #include <fmt/format.h>
 
+#include "runtime/live_session.h"
 #include "runtime/split_color.h"
-#include "wire/server.h"
 
 namespace prism::runtime {
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kTick{10};
-
-std::string seconds(std::chrono::milliseconds d) {
-  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000);
-}
 
 // The virtual time a message from the rank carries, if any. A compute report
 // is not among them: it comes when the compute ended, stamped with its start.
@@ -40,88 +33,67 @@ std::optional<std::int64_t> time_of(const wire::Message& m) {
 
 }  // namespace
 
-class ProgramCapture::Impl : public wire::ServerHandler {
+// The capture policy of a live session (runtime/live_session.h): one rank,
+// every op answered as it is entered, everything recorded.
+class ProgramCapture::Impl : public LivePolicy {
  public:
-  explicit Impl(ProgramCaptureOptions o) : options_(std::move(o)), server_(*this, {}) {}
+  explicit Impl(ProgramCaptureOptions o)
+      : options_(std::move(o)),
+        live_(
+            LiveSessionOptions{
+                {options_.rank}, options_.world_size, "captured rank", options_.timeout},
+            *this) {}
 
-  Result<wire::Address> listen(const wire::Address& a) { return server_.listen(a); }
-  bool connected() const { return peer_.has_value(); }
+  Result<wire::Address> listen(const wire::Address& a) { return live_.listen(a); }
+  bool connected() const { return live_.connected(options_.rank); }
 
   Result<RankCapture> run(const std::function<Status()>& tick) {
-    const auto started = SteadyClock::now();
-    last_heard_ = started;
-    while (failed_.is_ok() && !done_) {
-      server_.run_for(kTick);
-      if (!failed_.is_ok() || done_) break;
-      Status st = tick();
-      if (st.is_ok()) st = check_timeout(started);
-      if (!st.is_ok()) fail(std::move(st), wire::ErrorCode::kAborted);
-    }
-    for (int i = 0; i < 20 && server_.num_peers() > 0; ++i) server_.run_for(kTick);
-    if (!failed_.is_ok()) return failed_;
+    PRISM_RETURN_IF_ERROR(live_.run(tick));
     return std::move(capture_);
   }
 
-  void on_message(wire::PeerId peer, wire::Message m) override {
-    if (!failed_.is_ok()) return;
-    if (const auto* h = std::get_if<wire::Hello>(&m)) return hello(peer, *h);
-    if (!peer_ || *peer_ != peer) {
-      server_.send(peer,
-                   wire::Error{wire::ErrorCode::kRejected, "the first message must be hello"});
-      server_.close(peer);
-      return;
-    }
-    last_heard_ = SteadyClock::now();
-    capture_.entries.push_back(CaptureEntry{m, kNone});
-    Status st = handle(m);
-    if (!st.is_ok()) return fail(std::move(st), wire::ErrorCode::kRejected);
-    if (done_) server_.close(peer);  // the rank reads until this close
+  std::string not_expected(Rank r) const override {
+    return fmt::format("rank {} is not the rank being captured ({})", r, options_.rank);
   }
 
-  void on_close(wire::PeerId peer, const Status& why) override {
-    if (!failed_.is_ok() || done_) return;
-    if (!peer_ || *peer_ != peer) {
-      if (!why.is_ok())
-        fail(Status::invalid_argument(
-                 fmt::format("a peer that never said hello: {}", why.message())),
-             wire::ErrorCode::kAborted);
-      return;
-    }
-    peer_.reset();
-    fail(Status::invalid_argument(fmt::format(
-             "captured rank {}: {}; {}", options_.rank,
-             why.is_ok() ? "connection closed without a bye" : why.message(), last_op_text())),
-         wire::ErrorCode::kAborted);
-  }
-
- private:
-  void hello(wire::PeerId peer, const wire::Hello& h) {
-    std::string why;
-    if (h.world_size != options_.world_size) {
-      why = fmt::format("world size {}, the job has {}", h.world_size, options_.world_size);
-    } else if (h.rank != options_.rank) {
-      why = fmt::format("rank {} is not the rank being captured ({})", h.rank, options_.rank);
-    } else if (peer_) {
-      why = fmt::format("rank {} is connected already", h.rank);
-    }
-    if (!why.empty()) {
-      server_.send(peer, wire::Error{wire::ErrorCode::kRejected, why});
-      server_.close(peer);
-      return;
-    }
-    peer_ = peer;
-    last_heard_ = SteadyClock::now();
+  void hello(Rank, const wire::Hello& h) override {
     capture_ = RankCapture{h.rank, h.world_size, h.pid, h.program, options_.job, {}};
     capture_.entries.push_back(CaptureEntry{h, kNone});
     send(wire::Welcome{h.rank, h.world_size, 0, options_.job});
   }
 
-  void send(const wire::Message& m) {
+  Status handle(Rank, const wire::Message& m) override {
     capture_.entries.push_back(CaptureEntry{m, kNone});
-    server_.send(*peer_, m);
+    PRISM_RETURN_IF_ERROR(dispatch(m));
+    if (done_) {
+      live_.close(options_.rank);  // the rank reads until this close
+      live_.finish();
+    }
+    return Status::ok();
   }
 
-  Status handle(const wire::Message& m) {
+  Status closed(Rank, const Status& why) override {
+    if (done_) return Status::ok();
+    return Status::unavailable(fmt::format(
+        "captured rank {}: {}; {}", options_.rank,
+        why.is_ok() ? "connection closed without a bye" : why.message(), last_op_text()));
+  }
+
+  Status check(SteadyClock::time_point now) override {
+    if (now - live_.last_heard(options_.rank) > options_.timeout)
+      return Status::deadline_exceeded(fmt::format("captured rank {} sent nothing for {}; {}",
+                                                   options_.rank, live_.seconds_of_timeout(),
+                                                   last_op_text()));
+    return Status::ok();
+  }
+
+ private:
+  void send(const wire::Message& m) {
+    capture_.entries.push_back(CaptureEntry{m, kNone});
+    live_.send(options_.rank, m);
+  }
+
+  Status dispatch(const wire::Message& m) {
     if (const std::optional<std::int64_t> at = time_of(m)) {
       if (*at < last_at_)
         return Status::invalid_argument(
@@ -133,7 +105,7 @@ class ProgramCapture::Impl : public wire::ServerHandler {
       case wire::MessageType::kCommInit: {
         const auto& c = std::get<wire::CommInit>(m);
         if (comms_.contains(c.comm))
-          return Status::invalid_argument(fmt::format(
+          return Status::failed_precondition(fmt::format(
               "captured rank {} declared communicator {} twice", options_.rank, c.comm));
         comms_[c.comm] = members_of(c);
         return Status::ok();
@@ -143,7 +115,7 @@ class ProgramCapture::Impl : public wire::ServerHandler {
       case wire::MessageType::kOp: {
         const auto& op = std::get<wire::Op>(m);
         if (!comms_.contains(op.comm))
-          return Status::invalid_argument(
+          return Status::failed_precondition(
               fmt::format("captured rank {} op {}: communicator {} was never declared",
                           options_.rank, op.op_id, op.comm));
         ++ops_;
@@ -184,12 +156,12 @@ class ProgramCapture::Impl : public wire::ServerHandler {
   Status split(const wire::CommSplit& s) {
     const auto parent = comms_.find(s.parent);
     if (parent == comms_.end() || comms_.contains(s.comm))
-      return Status::invalid_argument(fmt::format(
+      return Status::failed_precondition(fmt::format(
           "captured rank {} split communicator {} from {}: {}", options_.rank, s.comm, s.parent,
           parent == comms_.end() ? "the parent was never declared" : "declared twice"));
     const std::vector<std::int32_t>& members = parent->second;
     if (members.empty() || torch_split_color(members) != s.color) {
-      return Status::invalid_argument(fmt::format(
+      return Status::unimplemented(fmt::format(
           "captured rank {} split communicator {} from {} with color {}: the capture of one rank "
           "can answer only a split that keeps every rank of the parent (PyTorch's new_group over "
           "all of them); a program with subgroups needs a capture of each role",
@@ -205,38 +177,13 @@ class ProgramCapture::Impl : public wire::ServerHandler {
     return ops_ == 0 ? "it had entered no op" : fmt::format("its last op: {}", last_op_);
   }
 
-  Status check_timeout(SteadyClock::time_point started) const {
-    const auto now = SteadyClock::now();
-    if (!peer_ && now - started > options_.timeout)
-      return Status::invalid_argument(fmt::format("captured rank {} did not connect within {}",
-                                                  options_.rank, seconds(options_.timeout)));
-    if (peer_ && now - last_heard_ > options_.timeout)
-      return Status::invalid_argument(fmt::format("captured rank {} sent nothing for {}; {}",
-                                                  options_.rank, seconds(options_.timeout),
-                                                  last_op_text()));
-    return Status::ok();
-  }
-
-  void fail(Status why, wire::ErrorCode code) {
-    if (!failed_.is_ok()) return;
-    failed_ = std::move(why);
-    if (peer_) {
-      server_.send(*peer_, wire::Error{code, failed_.message()});
-      server_.close(*peer_);
-    }
-    server_.stop();
-  }
-
   ProgramCaptureOptions options_;
-  wire::Server server_;
-  std::optional<wire::PeerId> peer_;
+  LiveSession live_;
   RankCapture capture_;
   std::map<std::uint32_t, std::vector<std::int32_t>> comms_;  // handle -> members, if known
   std::int64_t last_at_ = 0;
   std::int64_t ops_ = 0;
   std::string last_op_;
-  SteadyClock::time_point last_heard_;
-  Status failed_ = Status::ok();
   bool done_ = false;
 };
 

@@ -7,7 +7,8 @@
 // compute and host work, undisturbed by communication; the network's time
 // is the replay's business once the graph exists. The rank still speaks the
 // full protocol (docs/protocol.md), so the program runs unchanged between
-// capture and emulation.
+// capture and emulation. The capture is the coordinator's live session
+// (runtime/live_session.h) with this answering as its policy.
 //
 // Failures end the capture with one message naming the rank: a connection
 // closed without a goodbye, silence past the timeout, a malformed or

@@ -12,6 +12,7 @@ constexpr std::size_t kMaxUnixPath = 107;  // sockaddr_un.sun_path less the term
 
 std::string Address::to_string() const {
   if (kind == Kind::kUnix) return "unix:" + path;
+  if (kind == Kind::kInProcess) return "inproc:" + path;
   if (host.find(':') != std::string::npos) return fmt::format("tcp:[{}]:{}", host, port);
   return fmt::format("tcp:{}:{}", host, port);
 }
@@ -56,7 +57,7 @@ Result<Address> parse_address(std::string_view text) {
 }
 
 bool is_loopback(const Address& a) {
-  if (a.kind == Address::Kind::kUnix) return true;
+  if (a.kind != Address::Kind::kTcp) return true;
   return a.host == "localhost" || a.host == "::1" || a.host.starts_with("127.");
 }
 

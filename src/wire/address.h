@@ -2,6 +2,9 @@
 // same host; the default, private to the user) or TCP (live ranks on other
 // hosts). Written "unix:PATH" or "tcp:HOST:PORT"; an IPv6 host goes in
 // brackets ("tcp:[::1]:29400"). PORT 0 asks the system for a free port.
+// A third kind, in-process ("inproc:NAME", never parsed from text), joins a
+// server and its clients in one process: a test's transport seam
+// (wire/in_process.h).
 #pragma once
 
 #include <cstdint>
@@ -13,9 +16,9 @@
 namespace prism::wire {
 
 struct Address {
-  enum class Kind { kUnix, kTcp };
+  enum class Kind { kUnix, kTcp, kInProcess };
   Kind kind = Kind::kUnix;
-  std::string path;  // kUnix
+  std::string path;  // kUnix; kInProcess: the name
   std::string host;  // kTcp: a name or a numeric address
   std::uint16_t port = 0;
 

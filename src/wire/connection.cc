@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -12,6 +13,7 @@
 #include <asio.hpp>
 
 #include "wire/endpoint.h"
+#include "wire/in_process.h"
 
 namespace prism::wire {
 
@@ -36,6 +38,16 @@ Result<std::unique_ptr<Connection>> Connection::open(const Address& a,
                                                      std::chrono::milliseconds timeout) {
   auto impl = std::make_unique<Impl>();
   impl->address = a;
+  if (a.kind == Address::Kind::kInProcess) {
+    PRISM_ASSIGN_OR_RETURN(const int fd, in_process::connect(a.path));
+    asio::error_code ec;
+    impl->socket.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), fd, ec);
+    if (ec) {
+      ::close(fd);
+      return Status::io_error(fmt::format("{}: {}", a.to_string(), ec.message()));
+    }
+    return std::unique_ptr<Connection>(new Connection(std::move(impl)));
+  }
   PRISM_ASSIGN_OR_RETURN(const asio::generic::stream_protocol::endpoint ep,
                          resolve_endpoint(a, impl->io));
   std::optional<asio::error_code> result;
@@ -44,11 +56,11 @@ Result<std::unique_ptr<Connection>> Connection::open(const Address& a,
   if (!result) {
     asio::error_code ignored;
     impl->socket.close(ignored);
-    return Status::io_error(fmt::format("{}: the coordinator did not accept within {} ms",
-                                        a.to_string(), timeout.count()));
+    return Status::deadline_exceeded(fmt::format("{}: the coordinator did not accept within {} ms",
+                                                 a.to_string(), timeout.count()));
   }
   if (*result) {
-    return Status::io_error(
+    return Status::unavailable(
         fmt::format("{}: cannot connect: {}", a.to_string(), result->message()));
   }
   set_no_delay(a, impl->socket);
@@ -66,8 +78,8 @@ Status Connection::send(const Message& m) {
   asio::error_code ec;
   asio::write(c.socket, asio::buffer(frame), ec);
   if (ec) {
-    c.send_broken = Status::io_error(fmt::format("{}: sending {}: {}", c.address.to_string(),
-                                                 to_string(type_of(m)), ec.message()));
+    c.send_broken = Status::unavailable(fmt::format("{}: sending {}: {}", c.address.to_string(),
+                                                    to_string(type_of(m)), ec.message()));
     return c.send_broken;
   }
   ++c.sent;
@@ -99,7 +111,7 @@ Result<Message> Connection::receive(std::chrono::milliseconds timeout) {
       pollfd p{fd, POLLIN, 0};
       const int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
       if (ready == 0) {
-        return Status::io_error(
+        return Status::deadline_exceeded(
             fmt::format("{}: no answer within {} ms", c.address.to_string(), timeout.count()));
       }
       continue;
@@ -109,12 +121,12 @@ Result<Message> Connection::receive(std::chrono::milliseconds timeout) {
     if (got < 0) ec = asio::error_code(errno, asio::system_category());
     const auto n = static_cast<std::size_t>(std::max<ssize_t>(got, 0));
     if (ec == asio::error::eof) {
-      c.broken = Status::io_error(
+      c.broken = Status::unavailable(
           fmt::format("{}: the coordinator closed the connection{}", c.address.to_string(),
                       c.decoder.buffered() > 0 ? " in the middle of a frame" : ""));
     } else if (ec) {
-      c.broken =
-          Status::io_error(fmt::format("{}: receiving: {}", c.address.to_string(), ec.message()));
+      c.broken = Status::unavailable(
+          fmt::format("{}: receiving: {}", c.address.to_string(), ec.message()));
     } else {
       c.decoder.feed(std::string_view(buf.data(), n));
     }

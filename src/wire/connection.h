@@ -19,15 +19,18 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Connects within `timeout`. A socket path that does not exist, a refused
-  // port or a coordinator that does not accept in time is an error naming
-  // the address.
+  // Connects within `timeout`. A socket path that does not exist or a
+  // refused port (unavailable), or a coordinator that does not accept in
+  // time (deadline_exceeded), is an error naming the address. An in-process
+  // address (wire/in_process.h) connects at once, or is unavailable.
   static Result<std::unique_ptr<Connection>> open(const Address& a,
                                                   std::chrono::milliseconds timeout);
 
   Status send(const Message& m);
   // The next message, waiting at most `timeout`. Errors: the coordinator
-  // closed the connection, sent a malformed frame, or sent nothing in time.
+  // closed the connection (unavailable, as is a failed send), sent a
+  // malformed frame (invalid_argument), or sent nothing in time
+  // (deadline_exceeded).
   Result<Message> receive(std::chrono::milliseconds timeout);
 
   // How long receive() polls without blocking before it sleeps in poll():

@@ -10,6 +10,9 @@ Result<asio::generic::stream_protocol::endpoint> resolve_endpoint(const Address&
                                                                   asio::io_context& io) {
   if (a.kind == Address::Kind::kUnix)
     return asio::generic::stream_protocol::endpoint(asio::local::stream_protocol::endpoint(a.path));
+  if (a.kind == Address::Kind::kInProcess)
+    return Status::invalid_argument(
+        fmt::format("{}: an in-process address has no endpoint", a.to_string()));
   asio::ip::tcp::resolver resolver(io);
   asio::error_code ec;
   const auto results = resolver.resolve(a.host, std::to_string(a.port),

@@ -1,5 +1,6 @@
 #include "wire/server.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -12,6 +13,7 @@
 #include <asio.hpp>
 
 #include "wire/endpoint.h"
+#include "wire/in_process.h"
 
 namespace prism::wire {
 
@@ -41,20 +43,39 @@ struct Server::Impl {
   void accept(GenericAcceptor& acceptor, Address where) {
     acceptor.async_accept([this, &acceptor, where](const asio::error_code& ec, GenericSocket s) {
       if (ec == asio::error::operation_aborted) return;
-      if (!ec) {
-        set_no_delay(where, s);
-        const PeerId id = next_id++;
-        auto p = std::make_unique<Peer>(std::move(s), io);
-        p->name = fmt::format("{} peer {}", where.to_string(), id);
-        Peer& peer = *p;
-        peers.emplace(id, std::move(p));
-        handler.on_connect(id);
-        peer.last_heard = std::chrono::steady_clock::now();
-        arm_idle(id, peer, options.idle_timeout);
-        read(id, peer);
-      }
+      if (!ec) add_peer(std::move(s), where);
       accept(acceptor, where);
     });
+  }
+
+  // The server's end of an in-process channel (wire/in_process.h), owned
+  // here until it is a peer: a server gone before it runs closes it.
+  void adopt(int fd, const Address& where) {
+    auto owned = std::shared_ptr<int>(new int(fd), [](int* f) {
+      if (*f >= 0) ::close(*f);
+      delete f;
+    });
+    asio::post(io, [this, owned, where] {
+      GenericSocket s(io);
+      asio::error_code ec;
+      s.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), *owned, ec);
+      if (ec) return;
+      *owned = -1;
+      add_peer(std::move(s), where);
+    });
+  }
+
+  void add_peer(GenericSocket s, const Address& where) {
+    set_no_delay(where, s);
+    const PeerId id = next_id++;
+    auto p = std::make_unique<Peer>(std::move(s), io);
+    p->name = fmt::format("{} peer {}", where.to_string(), id);
+    Peer& peer = *p;
+    peers.emplace(id, std::move(p));
+    handler.on_connect(id);
+    peer.last_heard = std::chrono::steady_clock::now();
+    arm_idle(id, peer, options.idle_timeout);
+    read(id, peer);
   }
 
   // The timer is armed once per timeout, not per message: on expiry it
@@ -69,8 +90,8 @@ struct Server::Impl {
       const auto silent = std::chrono::steady_clock::now() - it->second->last_heard;
       if (silent < options.idle_timeout)
         return arm_idle(id, *it->second, options.idle_timeout - silent);
-      drop(id, Status::io_error(fmt::format("{}: no message for {} ms", peer_name(id),
-                                            options.idle_timeout.count())));
+      drop(id, Status::deadline_exceeded(fmt::format("{}: no message for {} ms", peer_name(id),
+                                                     options.idle_timeout.count())));
     });
   }
 
@@ -86,11 +107,11 @@ struct Server::Impl {
           drop(id, Status::ok());
         } else if (ec == asio::error::eof) {
           drop(id,
-               Status::io_error(fmt::format(
+               Status::unavailable(fmt::format(
                    "{}: connection closed {}", peer.name,
                    peer.decoder.buffered() > 0 ? "in the middle of a frame" : "without a bye")));
         } else {
-          drop(id, Status::io_error(fmt::format("{}: {}", peer.name, ec.message())));
+          drop(id, Status::unavailable(fmt::format("{}: {}", peer.name, ec.message())));
         }
         return;
       }
@@ -137,8 +158,8 @@ struct Server::Impl {
           peer.writing = false;
           if (ec) {
             if (peer.closing) return erase(id);
-            return drop(id,
-                        Status::io_error(fmt::format("{}: sending: {}", peer.name, ec.message())));
+            return drop(
+                id, Status::unavailable(fmt::format("{}: sending: {}", peer.name, ec.message())));
           }
           peer.out.pop_front();
           write(id, peer);
@@ -181,6 +202,7 @@ struct Server::Impl {
   asio::io_context io;
   std::vector<std::unique_ptr<GenericAcceptor>> acceptors;
   std::vector<std::string> unix_paths;
+  std::vector<std::string> in_process_names;
   std::map<PeerId, std::unique_ptr<Peer>> peers;
   PeerId next_id = 0;
 };
@@ -189,6 +211,7 @@ Server::Server(ServerHandler& handler, ServerOptions options)
     : impl_(std::make_unique<Impl>(handler, options)) {}
 
 Server::~Server() {
+  for (const std::string& name : impl_->in_process_names) in_process::remove(name);
   asio::error_code ignored;
   for (auto& a : impl_->acceptors) a->close(ignored);
   while (!impl_->peers.empty()) impl_->erase(impl_->peers.begin()->first);
@@ -196,6 +219,12 @@ Server::~Server() {
 }
 
 Result<Address> Server::listen(const Address& a) {
+  if (a.kind == Address::Kind::kInProcess) {
+    Impl* impl = impl_.get();
+    PRISM_RETURN_IF_ERROR(in_process::add(a.path, [impl, a](int fd) { impl->adopt(fd, a); }));
+    impl_->in_process_names.push_back(a.path);
+    return a;
+  }
   PRISM_ASSIGN_OR_RETURN(const asio::generic::stream_protocol::endpoint ep,
                          resolve_endpoint(a, impl_->io));
   auto acceptor = std::make_unique<GenericAcceptor>(impl_->io);

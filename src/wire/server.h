@@ -25,8 +25,9 @@ class ServerHandler {
   virtual void on_connect(PeerId) {}
   virtual void on_message(PeerId peer, Message m) = 0;
   // The peer is gone. `why` is ok when it closed after a Bye or the server
-  // closed it; otherwise it says what happened (end of stream without Bye,
-  // a protocol error, silence past the idle timeout, a failed write).
+  // closed it; otherwise it says what happened: end of stream without Bye
+  // or a failed read or write (unavailable), a protocol error
+  // (invalid_argument), silence past the idle timeout (deadline_exceeded).
   virtual void on_close(PeerId peer, const Status& why) = 0;
 };
 
@@ -43,7 +44,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // Listens on `a` (callable for several addresses). Returns the bound
-  // address: a TCP port 0 becomes the port the system chose.
+  // address: a TCP port 0 becomes the port the system chose. An in-process
+  // address takes connections from this process only (wire/in_process.h).
   Result<Address> listen(const Address& a);
 
   // Queues a message to the peer; unknown or closed peers are ignored.

@@ -1,24 +1,21 @@
-// The live rank's client against a fake coordinator (a wire::Server that
-// answers each op `reply_after_ns` after it was entered, optionally after a
-// real delay, or holds its answers for the test to inject): the virtual
+// The live rank's client against the fake coordinator
+// (tests/support/fake_coordinator.h: it answers each op `complete_after_ns`
+// after it was entered, optionally after a real delay, or holds its answers
+// for the test to inject): the virtual
 // clock, waits that sleep until the completion, late answers that are not
 // counted, the Wait/Horizon rules of docs/protocol.md ("Waiting"), errors,
 // and the C ABI.
 #include "client/client.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <filesystem>
-#include <mutex>
 #include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "client/c_status.h"
 #include "prism/client.h"
-#include "wire/server.h"
+#include "support/fake_coordinator.h"
 
 extern "C" int prism_c_smoke(const char* address, char* error, size_t error_size);
 
@@ -32,134 +29,20 @@ using Clock = std::chrono::steady_clock;
 // How far past a wake-up a loaded 2-core machine may read the clock.
 constexpr std::int64_t kSlackNs = 50'000'000;
 
-class FakeCoordinator : public wire::ServerHandler {
- public:
-  FakeCoordinator() : server_(*this, {}) {
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("prism-client-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    static std::atomic<int> n{0};
-    std::string name = std::to_string(n++);
-    name += ".sock";
-    address_ =
-        server_.listen(wire::Address{wire::Address::Kind::kUnix, (dir / name).string(), "", 0})
-            .value();
-    thread_ = std::thread([this] {
-      while (!done_) {
-        server_.run_for(2ms);
-        flush();
-      }
-    });
-  }
-  ~FakeCoordinator() override {
-    done_ = true;
-    thread_.join();
-  }
+using prism::testing::FakeCoordinator;
+using prism::testing::FakeCoordinatorOptions;
 
-  void on_message(wire::PeerId peer, wire::Message m) override {
-    std::lock_guard lock(mu_);
-    seen_.push_back(m);
-    if (const auto* h = std::get_if<wire::Hello>(&m)) {
-      if (refuse_) {
-        server_.send(peer, wire::Error{wire::ErrorCode::kRejected, "rank 9 is not in this job"});
-        server_.close(peer);
-        return;
-      }
-      peer_ = peer;
-      server_.send(peer, wire::Welcome{h->rank, h->world_size, start_at_, "fake"});
-    } else if (const auto* op = std::get_if<wire::Op>(&m)) {
-      if (abort_) {
-        // As the coordinator does: the error, then the connection closes.
-        server_.send(peer, wire::Error{wire::ErrorCode::kAborted, "rank 0 crashed"});
-        server_.close(peer);
-        return;
-      }
-      if (hold_answers_) return;
-      if (real_delay_.count() > 0) std::this_thread::sleep_for(real_delay_);
-      const wire::Complete done{op->op_id, op->at + reply_after_ns_};
-      answered_.push_back(done);
-      server_.send(peer, done);
-    } else if (const auto* w = std::get_if<wire::Wait>(&m)) {
-      if (horizons_ && w->until != wire::kNoLimit && !woken(*w))
-        server_.send(peer, wire::Horizon{w->wait_id, w->until});
-    } else if (const auto* split = std::get_if<wire::CommSplit>(&m)) {
-      if (!hold_answers_) server_.send(peer, wire::CommInfo{split->comm, 1, {2, 3}});
-    } else if (std::holds_alternative<wire::Bye>(m)) {
-      server_.close(peer);  // as the coordinator does: the rank reads up to this close
-    }
-  }
-  void on_close(wire::PeerId, const Status&) override {}
-
-  // Sends `m` to the rank from the server's thread, in order.
-  void inject(wire::Message m) {
-    std::lock_guard lock(mu_);
-    if (const auto* done = std::get_if<wire::Complete>(&m)) answered_.push_back(*done);
-    outbox_.push_back(std::move(m));
-  }
-
-  const wire::Address& address() const { return address_; }
-  std::vector<wire::Message> seen() {
-    std::lock_guard lock(mu_);
-    return seen_;
-  }
-  // What the server thread has handled once it has `n` messages (or 2 s).
-  std::vector<wire::Message> seen_at_least(std::size_t n) {
-    for (int i = 0; i < 400 && seen().size() < n; ++i) std::this_thread::sleep_for(5ms);
-    return seen();
-  }
-  // Everything the rank sent, once its bye is in (or 2 s).
-  std::vector<wire::Message> seen_through_bye() {
-    for (int i = 0; i < 400; ++i) {
-      std::vector<wire::Message> all = seen();
-      if (!all.empty() && std::holds_alternative<wire::Bye>(all.back())) return all;
-      std::this_thread::sleep_for(5ms);
-    }
-    return seen();
-  }
-  template <typename T>
-  std::vector<T> seen_of() {
-    std::vector<T> out;
-    for (const wire::Message& m : seen())
-      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
-    return out;
-  }
-  std::int64_t start_at_ = 0;
-  std::int64_t reply_after_ns_ = 0;
-  std::chrono::milliseconds real_delay_{0};
-  bool refuse_ = false;
-  bool abort_ = false;
-  bool hold_answers_ = false;  // ops get no answer but what the test injects
-  bool horizons_ = true;       // answer each wait no answer ends with its horizon
-
- private:
-  // Whether an answer already sent ends wait `w`: for one op, its answer;
-  // for any op, any answer after the first `answers_seen`.
-  bool woken(const wire::Wait& w) const {
-    if (w.op_id == wire::kAnyOp) return answered_.size() > w.answers_seen;
-    return std::any_of(answered_.begin(), answered_.end(),
-                       [&](const wire::Complete& c) { return c.op_id == w.op_id; });
-  }
-  void flush() {
-    std::lock_guard lock(mu_);
-    for (const wire::Message& m : outbox_) server_.send(peer_, m);
-    outbox_.clear();
-  }
-
-  wire::Server server_;
-  wire::Address address_;
-  std::thread thread_;
-  std::atomic<bool> done_{false};
-  std::mutex mu_;
-  std::vector<wire::Message> seen_;
-  wire::PeerId peer_ = 0;
-  std::vector<wire::Complete> answered_;  // in the order sent
-  std::vector<wire::Message> outbox_;
-};
+// The client's fake: splits are answered with the group {2, 3}, the rank
+// second.
+FakeCoordinatorOptions fake() {
+  FakeCoordinatorOptions o;
+  o.split = FakeCoordinatorOptions::Group{1, {2, 3}};
+  return o;
+}
 
 std::unique_ptr<Client> connect(const FakeCoordinator& f, std::int32_t rank = 0) {
-  Failure failure = Failure::kNone;
   Result<std::unique_ptr<Client>> c =
-      Client::connect(f.address(), {rank, 4, rank, "client_test"}, 5000ms, &failure);
+      Client::connect(f.address(), {rank, 4, rank, "client_test"}, 5000ms);
   EXPECT_TRUE(c.is_ok()) << c.status().message();
   return c.is_ok() ? std::move(c).value() : nullptr;
 }
@@ -186,8 +69,9 @@ TEST(VirtualClockTest, RunsWithTheRealClockAndRestartsWhenLate) {
 }
 
 TEST(ClientTest, ClockStartsAtTheWelcome) {
-  FakeCoordinator f;
-  f.start_at_ = 5'000'000'000;
+  FakeCoordinatorOptions o = fake();
+  o.start_at = 5'000'000'000;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   EXPECT_GE(c->now(), 5'000'000'000);
@@ -195,8 +79,9 @@ TEST(ClientTest, ClockStartsAtTheWelcome) {
 }
 
 TEST(ClientTest, WaitHoldsTheRankUntilTheCompletion) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 20'000'000;  // 20 ms of emulated collective
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 20'000'000;  // 20 ms of emulated collective
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const auto t0 = Clock::now();
@@ -213,8 +98,9 @@ TEST(ClientTest, WaitHoldsTheRankUntilTheCompletion) {
 }
 
 TEST(ClientTest, WaitSendsAWaitForItsOp) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 1'000'000;
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 1'000'000;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   ASSERT_TRUE(c->enter(all_reduce()).is_ok());
@@ -233,7 +119,7 @@ TEST(ClientTest, WaitSendsAWaitForItsOp) {
 }
 
 TEST(ClientTest, WaitForAnAnswerAlreadyDueSendsNothing) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t first = c->enter(all_reduce()).value();
@@ -247,9 +133,10 @@ TEST(ClientTest, WaitForAnAnswerAlreadyDueSendsNothing) {
 }
 
 TEST(ClientTest, LateAnswersAreNotCounted) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 1'000'000;  // the op completes 1 ms after it is entered...
-  f.real_delay_ = 30ms;           // ...but the coordinator answers 30 ms later
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 1'000'000;  // the op completes 1 ms after it is entered...
+  o.real_delay = 30ms;              // ...but the coordinator answers 30 ms later
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::int64_t before = c->now();
@@ -262,8 +149,9 @@ TEST(ClientTest, LateAnswersAreNotCounted) {
 }
 
 TEST(ClientTest, OpsCompleteInAnyOrder) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 100'000;
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 100'000;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   std::vector<std::uint64_t> tickets;
@@ -280,8 +168,9 @@ TEST(ClientTest, OpsCompleteInAnyOrder) {
 }
 
 TEST(ClientTest, TestIsFalseAtTheHorizonAndTrueOnceCompleted) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
@@ -307,13 +196,16 @@ TEST(ClientTest, TestIsFalseAtTheHorizonAndTrueOnceCompleted) {
   EXPECT_EQ(waits[1].wait_id, 1u);
   EXPECT_EQ(waits[1].answers_seen, 0u);
   // Spent: the ticket is gone.
-  EXPECT_FALSE(c->test(t).is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kArgument);
+  const Result<bool> spent = c->test(t);
+  ASSERT_FALSE(spent.is_ok());
+  EXPECT_EQ(spent.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c_status_of(spent.status()), PRISM_ERR_ARGUMENT);
 }
 
 TEST(ClientTest, TestIsFalseWhileTheCompletionLiesAhead) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 30'000'000;
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 30'000'000;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
@@ -334,9 +226,10 @@ TEST(ClientTest, TestIsFalseWhileTheCompletionLiesAhead) {
 }
 
 TEST(ClientTest, WaitAnyTakesTheEarliestAnswer) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
-  f.horizons_ = false;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(c->enter(all_reduce()).is_ok());
@@ -370,9 +263,10 @@ TEST(ClientTest, WaitAnyTakesTheEarliestAnswer) {
 }
 
 TEST(ClientTest, WaitAnyWakesAtTheFirstAnswerToArrive) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
-  f.horizons_ = false;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(c->enter(all_reduce()).is_ok());
@@ -399,8 +293,9 @@ TEST(ClientTest, WaitAnyWakesAtTheFirstAnswerToArrive) {
 }
 
 TEST(ClientTest, WaitAnyEndsAtTheHorizon) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
@@ -421,9 +316,10 @@ TEST(ClientTest, WaitAnyEndsAtTheHorizon) {
 }
 
 TEST(ClientTest, StaleHorizonsAreIgnored) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
-  f.horizons_ = false;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   // Wait 0 has nothing to wait for: the rank sleeps on its own.
@@ -439,12 +335,12 @@ TEST(ClientTest, StaleHorizonsAreIgnored) {
 }
 
 TEST(ClientTest, WithNothingUnansweredTheRankSleepsOnItsOwn) {
-  FakeCoordinator f;
-  f.horizons_ = false;  // a rank that waited for the horizon would time out
-  f.reply_after_ns_ = 1'000'000'000;
-  Failure failure = Failure::kNone;
+  FakeCoordinatorOptions o = fake();
+  o.horizons = false;  // a rank that waited for the horizon would time out
+  o.complete_after_ns = 1'000'000'000;
+  FakeCoordinator f(o);
   Result<std::unique_ptr<Client>> connected =
-      Client::connect(f.address(), {0, 4, 0, "client_test"}, 500ms, &failure);
+      Client::connect(f.address(), {0, 4, 0, "client_test"}, 500ms);
   ASSERT_TRUE(connected.is_ok()) << connected.status().message();
   const std::unique_ptr<Client> c = std::move(connected).value();
   const auto t0 = Clock::now();
@@ -475,12 +371,12 @@ TEST(ClientTest, WithNothingUnansweredTheRankSleepsOnItsOwn) {
 }
 
 TEST(ClientTest, WaitAnyArgumentErrors) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   auto c = connect(f);
   ASSERT_TRUE(c);
   Result<std::optional<std::uint64_t>> r = c->wait_any(wire::kNoLimit);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kArgument);
+  EXPECT_EQ(c_status_of(r.status()), PRISM_ERR_ARGUMENT);
   EXPECT_THAT(r.status().message(), HasSubstr("no outstanding op and no time limit"));
   // A limit in the past means now.
   const std::int64_t before = c->now();
@@ -495,21 +391,24 @@ TEST(ClientTest, WaitAnyArgumentErrors) {
 }
 
 TEST(ClientTest, HorizonOfAWaitNotSentIsAProtocolError) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
   f.inject(wire::Horizon{7, 0});
   Status s = c->wait(t);
   ASSERT_FALSE(s.is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kProtocol);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);  // the coordinator broke the protocol
+  EXPECT_EQ(c_status_of(s), PRISM_ERR_PROTOCOL);
   EXPECT_THAT(s.message(), HasSubstr("horizon for wait 7, which this rank has not sent"));
 }
 
 TEST(ClientTest, CommSplitWaitsForTheMembersAndKeepsAnswersMeanwhile) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
@@ -526,14 +425,15 @@ TEST(ClientTest, CommSplitWaitsForTheMembersAndKeepsAnswersMeanwhile) {
 }
 
 TEST(ClientTest, CommInfoOfAnotherCommunicatorIsAProtocolError) {
-  FakeCoordinator f;
-  f.hold_answers_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   f.inject(wire::CommInfo{5, 0, {0}});
   Result<wire::CommInfo> info = c->comm_split(0, 4, 9, 1);
   ASSERT_FALSE(info.is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kProtocol);
+  EXPECT_EQ(c_status_of(info.status()), PRISM_ERR_PROTOCOL);
   EXPECT_THAT(info.status().message(),
               HasSubstr("comm_info for communicator 5, which this rank is not splitting"));
   const Result<wire::CommInfo> negative = connect(f)->comm_split(0, 4, -3, 0);
@@ -542,7 +442,7 @@ TEST(ClientTest, CommInfoOfAnotherCommunicatorIsAProtocolError) {
 }
 
 TEST(CApiTest, CommSplitReportsTheMembers) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   prism_client* c = nullptr;
   ASSERT_EQ(prism_connect(f.address().to_string().c_str(), 2, 4, 0, "p", 5000, &c), PRISM_OK);
   std::int32_t n = 0, me = -1, members[2] = {-1, -1};
@@ -558,29 +458,32 @@ TEST(CApiTest, CommSplitReportsTheMembers) {
 }
 
 TEST(ClientTest, UnknownTicketIsAnArgumentError) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   auto c = connect(f);
   ASSERT_TRUE(c);
   Status s = c->wait(99);
   ASSERT_FALSE(s.is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kArgument);
+  EXPECT_EQ(c_status_of(s), PRISM_ERR_ARGUMENT);
   EXPECT_THAT(s.message(), HasSubstr("ticket 99: not an op this rank entered"));
 }
 
 TEST(ClientTest, RefusedRankIsRejected) {
-  FakeCoordinator f;
-  f.refuse_ = true;
-  Failure failure = Failure::kNone;
-  Result<std::unique_ptr<Client>> c =
-      Client::connect(f.address(), {3, 4, 3, "x"}, 5000ms, &failure);
+  FakeCoordinatorOptions o = fake();
+  o.refuse = "rank 9 is not in this job";
+  FakeCoordinator f(o);
+  bool opened = false;
+  Result<std::unique_ptr<Client>> c = Client::connect(f.address(), {3, 4, 3, "x"}, 5000ms, &opened);
   ASSERT_FALSE(c.is_ok());
-  EXPECT_EQ(failure, Failure::kRejected);
+  EXPECT_TRUE(opened);
+  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c_status_of(c.status(), opened), PRISM_ERR_REJECTED);
   EXPECT_THAT(c.status().message(), HasSubstr("refused rank 3: rank 9 is not in this job"));
 }
 
 TEST(ClientTest, AbortedEmulationEndsTheWait) {
-  FakeCoordinator f;
-  f.abort_ = true;
+  FakeCoordinatorOptions o = fake();
+  o.abort_at_op = 0;  // the first op
+  FakeCoordinator f(o);
   auto c = connect(f);
   ASSERT_TRUE(c);
   Result<std::uint64_t> t = c->enter(all_reduce());
@@ -590,22 +493,72 @@ TEST(ClientTest, AbortedEmulationEndsTheWait) {
   std::this_thread::sleep_for(100ms);
   Status s = c->wait(t.value());
   ASSERT_FALSE(s.is_ok());
-  EXPECT_EQ(c->last_failure(), Failure::kAborted);
+  EXPECT_EQ(s.code(), StatusCode::kAborted);
+  EXPECT_EQ(c_status_of(s), PRISM_ERR_ABORTED);
   EXPECT_THAT(s.message(), HasSubstr("the coordinator: rank 0 crashed"));
 }
 
 TEST(ClientTest, NoCoordinatorIsAConnectError) {
-  Failure failure = Failure::kNone;
+  bool opened = false;
   Result<std::unique_ptr<Client>> c =
       Client::connect(wire::Address{wire::Address::Kind::kUnix, "/nonexistent/prism.sock", "", 0},
-                      {0, 1, 0, ""}, 500ms, &failure);
+                      {0, 1, 0, ""}, 500ms, &opened);
   ASSERT_FALSE(c.is_ok());
-  EXPECT_EQ(failure, Failure::kConnect);
+  EXPECT_FALSE(opened);
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(c_status_of(c.status(), opened), PRISM_ERR_CONNECT);
+}
+
+TEST(ClientTest, ACoordinatorThatHangsUpIsUnavailable) {
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  auto f = std::make_unique<FakeCoordinator>(o);
+  auto c = connect(*f);
+  ASSERT_TRUE(c);
+  const Result<std::uint64_t> t = c->enter(all_reduce());
+  ASSERT_TRUE(t.is_ok());
+  f.reset();  // the coordinator is gone
+  const Status s = c->wait(t.value());
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.message();
+  EXPECT_EQ(c_status_of(s), PRISM_ERR_PROTOCOL);
+}
+
+TEST(ClientTest, ACoordinatorThatDoesNotAnswerInTimeIsADeadline) {
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
+  Result<std::unique_ptr<Client>> c = Client::connect(f.address(), {0, 4, 0, "client_test"}, 200ms);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const Result<std::uint64_t> t = c.value()->enter(all_reduce());
+  ASSERT_TRUE(t.is_ok());
+  const Status s = c.value()->wait(t.value());
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.message();
+  EXPECT_THAT(s.message(), HasSubstr("no answer within 200 ms"));
+  EXPECT_EQ(c_status_of(s), PRISM_ERR_PROTOCOL);
+}
+
+// The C ABI's statuses, one code at a time (client/c_status.h).
+TEST(CStatusTest, EachCodeHasItsPrismStatus) {
+  EXPECT_EQ(c_status_of(Status::ok()), PRISM_OK);
+  EXPECT_EQ(c_status_of(Status::invalid_argument("x")), PRISM_ERR_ARGUMENT);
+  EXPECT_EQ(c_status_of(Status::unavailable("x")), PRISM_ERR_PROTOCOL);
+  EXPECT_EQ(c_status_of(Status::deadline_exceeded("x")), PRISM_ERR_PROTOCOL);
+  EXPECT_EQ(c_status_of(Status::internal("x")), PRISM_ERR_PROTOCOL);
+  EXPECT_EQ(c_status_of(Status::failed_precondition("x")), PRISM_ERR_REJECTED);
+  EXPECT_EQ(c_status_of(Status::aborted("x")), PRISM_ERR_ABORTED);
+  // Before the connection opened, every failure is the connect's.
+  EXPECT_EQ(c_status_of(Status::unavailable("x"), false), PRISM_ERR_CONNECT);
+  EXPECT_EQ(c_status_of(Status::deadline_exceeded("x"), false), PRISM_ERR_CONNECT);
+  EXPECT_EQ(c_status_of(Status::invalid_argument("x"), false), PRISM_ERR_CONNECT);
 }
 
 TEST(CApiTest, ACProgramPlaysARank) {
-  FakeCoordinator f;
-  f.reply_after_ns_ = 50'000;
+  FakeCoordinatorOptions o = fake();
+  o.complete_after_ns = 50'000;
+  FakeCoordinator f(o);
   char error[256] = {};
   EXPECT_EQ(prism_c_smoke(f.address().to_string().c_str(), error, sizeof error), 0) << error;
   EXPECT_THAT(error, HasSubstr("ticket 0: not an op this rank entered, or already waited for"));
@@ -640,7 +593,7 @@ TEST(CApiTest, ArgumentErrorsSayWhat) {
 }
 
 TEST(CApiTest, BadOpsAreRefusedBeforeTheWire) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   prism_client* c = nullptr;
   ASSERT_EQ(prism_connect(f.address().to_string().c_str(), 0, 4, 0, "p", 5000, &c), PRISM_OK);
   prism_op op{};

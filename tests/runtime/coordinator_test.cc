@@ -1,6 +1,7 @@
 // The coordinator against scripted live ranks: the test speaks the wire
 // protocol itself with explicit virtual times, so every expected completion
-// is exact. The coordinator runs on a thread of its own.
+// is exact. The coordinator runs on a thread of its own and listens in
+// process (wire/in_process.h), but where a test writes to its socket by hand.
 #include "runtime/coordinator.h"
 
 #include <sys/socket.h>
@@ -40,19 +41,24 @@ ExecutionGraph four_ranks() {
                              {0, 1, 2, 3});
 }
 
-std::string socket_path() {
+// Where a test's coordinator listens: in process (wire/in_process.h), or on
+// a Unix socket for a test that writes to it by hand.
+Address where(Address::Kind kind) {
   static int n = 0;
+  const std::string name = "c" + std::to_string(n++);
+  if (kind == Address::Kind::kInProcess) return Address{kind, "coordinator-test-" + name, "", 0};
   const auto dir =
       std::filesystem::temp_directory_path() / ("prism-coord-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  return (dir / ("c" + std::to_string(n++) + ".sock")).string();
+  return Address{kind, (dir / (name + ".sock")).string(), "", 0};
 }
 
 // A coordinator on its own thread; result() joins it.
 class Running {
  public:
   Running(const ExecutionGraph& g, std::vector<Rank> live, bool capture = false,
-          std::chrono::milliseconds timeout = 5000ms)
+          std::chrono::milliseconds timeout = 5000ms,
+          Address::Kind kind = Address::Kind::kInProcess)
       : network_(testing::unit_network()), memory_(DeviceMemoryOptions{}) {
     CoordinatorOptions o;
     o.live_ranks = std::move(live);
@@ -60,7 +66,7 @@ class Running {
     o.timeout = timeout;
     o.capture = capture;
     coord_ = std::make_unique<Coordinator>(g, ReplayModels{&network_, &compute_, &memory_}, o);
-    Result<Address> a = coord_->listen(Address{Address::Kind::kUnix, socket_path(), "", 0});
+    Result<Address> a = coord_->listen(where(kind));
     EXPECT_TRUE(a.is_ok()) << a.status().message();
     address = a.value();
     future_ =
@@ -284,6 +290,7 @@ TEST(CoordinatorTest, RankThatHangsUpIsReportedWithItsLastOp) {
   }  // the connection closes without a bye, as when the process is killed
   const Result<CoordinatorResult> out = c.result();
   ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kUnavailable);  // a lost peer
   EXPECT_THAT(out.status().message(), HasSubstr("live rank 0 (pid "));
   EXPECT_THAT(out.status().message(), HasSubstr("connection closed without a bye"));
   EXPECT_THAT(out.status().message(),
@@ -296,6 +303,7 @@ TEST(CoordinatorTest, RankThatNeverConnectsTimesOut) {
   Rank0 r(c.address);  // rank 2 never comes
   const Result<CoordinatorResult> out = c.result();
   ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(out.status().message(), "live rank 2 did not connect within 0.3 s");
   const Message m = r.receive();  // rank 0 is told
   ASSERT_TRUE(std::holds_alternative<Error>(m));
@@ -304,7 +312,7 @@ TEST(CoordinatorTest, RankThatNeverConnectsTimesOut) {
 
 TEST(CoordinatorTest, GarbageEndsTheEmulation) {
   const ExecutionGraph g = four_ranks();
-  Running c(g, {0});
+  Running c(g, {0}, false, 5000ms, Address::Kind::kUnix);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
@@ -326,6 +334,7 @@ TEST(CoordinatorTest, SilentRankTimesOut) {
   r.all_reduce(0, 100);  // and then nothing: the emulation waits for rank 0
   const Result<CoordinatorResult> out = c.result();
   ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(out.status().message(),
               HasSubstr("live rank 0 (pid " + std::to_string(::getpid()) +
                         ") sent nothing for 0.3 s while the emulation waited for it"));

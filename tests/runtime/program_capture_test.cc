@@ -131,6 +131,7 @@ TEST(ProgramCaptureTest, ASplitKeepingTheWorldIsAnsweredAndOthersEndTheCapture) 
     EXPECT_EQ(std::get<Error>(receive(*r)).code, ErrorCode::kRejected);
     Result<RankCapture> out = c.result();
     ASSERT_FALSE(out.is_ok());
+    EXPECT_EQ(out.status().code(), StatusCode::kUnimplemented);
     EXPECT_THAT(out.status().message(),
                 HasSubstr("captured rank 2 split communicator 1 from 0 with color 12345: the "
                           "capture of one rank can answer only a split that keeps every rank"));
@@ -148,6 +149,7 @@ TEST(ProgramCaptureTest, RejectsAnotherRankAndAnotherWorld) {
   EXPECT_THAT(std::get<Error>(receive(*world)).message, HasSubstr("world size 16, the job has 8"));
   Result<RankCapture> out = c.result();  // nobody right connected: the timeout
   ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(out.status().message(), HasSubstr("captured rank 2 did not connect within 0.3 s"));
 }
 
@@ -191,6 +193,7 @@ TEST(ProgramCaptureTest, AHangUpWithoutGoodbyeNamesTheLastOp) {
   }  // closed: the process died
   Result<RankCapture> out = c.result();
   ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kUnavailable);  // a lost peer
   EXPECT_THAT(out.status().message(), HasSubstr("connection closed without a bye"));
   EXPECT_THAT(out.status().message(),
               HasSubstr("its last op: all_reduce of 4096 bytes (op 7), entered at 500 ns"));

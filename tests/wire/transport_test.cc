@@ -140,6 +140,40 @@ TEST(TransportTest, TcpLoopbackGetsAPortAndExchanges) {
   exchange(*c);
 }
 
+// The seam for tests that run a server and its clients in one process: no
+// socket file, no port.
+TEST(TransportTest, InProcessChannelExchangesAndSaysByeInOrder) {
+  Running s;
+  const Address a = s.listen(Address{Address::Kind::kInProcess, "transport-test", "", 0});
+  EXPECT_EQ(a.to_string(), "inproc:transport-test");
+  s.start();
+  {
+    auto c = open(a);
+    ASSERT_TRUE(c);
+    exchange(*c);
+  }
+  const std::vector<Status> closes = s.wait_closes(1);
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_TRUE(closes[0].is_ok()) << closes[0].message();
+}
+
+TEST(TransportTest, InProcessNamesAreOneServerEachAndGoWithIt) {
+  const Address a{Address::Kind::kInProcess, "transport-test-names", "", 0};
+  {
+    Running s;
+    s.listen(a);
+    EchoHandler other;
+    Server second(other, {});
+    const Result<Address> taken = second.listen(a);
+    ASSERT_FALSE(taken.is_ok());
+    EXPECT_THAT(taken.status().message(), HasSubstr("the name is taken"));
+  }
+  const Result<std::unique_ptr<Connection>> gone = Connection::open(a, 500ms);
+  ASSERT_FALSE(gone.is_ok());
+  EXPECT_EQ(gone.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(gone.status().message(), HasSubstr("inproc:transport-test-names: cannot connect"));
+}
+
 TEST(TransportTest, SpinningReceiveGetsTheSameAnswers) {
   Running s;
   const Address a = s.listen(Address{Address::Kind::kUnix, socket_path("s.sock"), "", 0});
@@ -209,6 +243,7 @@ TEST(TransportTest, HangingUpWithoutByeIsReported) {
   }
   const std::vector<Status> closes = s.wait_closes(1);
   ASSERT_EQ(closes.size(), 1u);
+  EXPECT_EQ(closes[0].code(), StatusCode::kUnavailable);
   EXPECT_THAT(closes[0].message(), HasSubstr("connection closed without a bye"));
 }
 
@@ -220,9 +255,11 @@ TEST(TransportTest, SilentPeerIsClosedAfterTheIdleTimeout) {
   ASSERT_TRUE(c);
   const std::vector<Status> closes = s.wait_closes(1);
   ASSERT_EQ(closes.size(), 1u);
+  EXPECT_EQ(closes[0].code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(closes[0].message(), HasSubstr("no message for 100 ms"));
   Result<Message> r = c->receive(2000ms);
   ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_THAT(r.status().message(), HasSubstr("the coordinator closed the connection"));
 }
 
@@ -249,6 +286,7 @@ TEST(TransportTest, NoAnswerInTimeIsAnError) {
   ASSERT_TRUE(c && c->send(Marker{MarkerCode::kIterationBegin, 0, 0}).is_ok());
   Result<Message> r = c->receive(50ms);
   ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(r.status().message(), HasSubstr("no answer within 50 ms"));
 }
 
@@ -256,6 +294,7 @@ TEST(TransportTest, ConnectingToNothingIsAnError) {
   const Address a{Address::Kind::kUnix, socket_path("missing.sock"), "", 0};
   Result<std::unique_ptr<Connection>> c = Connection::open(a, 500ms);
   ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
   EXPECT_THAT(c.status().message(), HasSubstr("missing.sock: cannot connect:"));
 }
 

@@ -3,17 +3,13 @@
 // coordinator received (hello, communicators and their id hashes, every op
 // with its bytes, element type, stream, peer and group, memory events, the
 // goodbye) and how errors reach the program.
-#include <algorithm>
-#include <atomic>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "program_runner.h"
-#include "wire/server.h"
+#include "support/fake_coordinator.h"
 
 namespace prism::nccl_test {
 namespace {
@@ -21,74 +17,25 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-// Answers each op 1 us of virtual time after it was entered, and each wait
-// that no answer ends with its horizon; or, when `abort_`, ends the
-// emulation at the first op as the coordinator does.
-class FakeCoordinator : public wire::ServerHandler {
- public:
-  explicit FakeCoordinator(bool abort = false) : abort_(abort), server_(*this, {}) {
-    static std::atomic<int> n{0};
-    const std::string path = (scratch_dir() / ("fake" + std::to_string(n++) + ".sock")).string();
-    address_ = server_.listen(wire::Address{wire::Address::Kind::kUnix, path, "", 0}).value();
-    thread_ = std::thread([this] {
-      while (!done_) server_.run_for(2ms);
-    });
-  }
-  ~FakeCoordinator() override {
-    done_ = true;
-    thread_.join();
-  }
+using prism::testing::FakeCoordinator;
+using prism::testing::FakeCoordinatorOptions;
 
-  void on_message(wire::PeerId peer, wire::Message m) override {
-    std::lock_guard lock(mu_);
-    seen_.push_back(m);
-    if (const auto* h = std::get_if<wire::Hello>(&m)) {
-      server_.send(peer, wire::Welcome{h->rank, h->world_size, 0, "fake"});
-    } else if (const auto* op = std::get_if<wire::Op>(&m)) {
-      if (abort_) {
-        server_.send(peer, wire::Error{wire::ErrorCode::kAborted, "rank 3 crashed"});
-        server_.close(peer);
-        return;
-      }
-      answered_.push_back(op->op_id);
-      server_.send(peer, wire::Complete{op->op_id, op->at + 1000});
-    } else if (const auto* w = std::get_if<wire::Wait>(&m)) {
-      const bool woken = w->op_id == wire::kAnyOp
-                             ? answered_.size() > w->answers_seen
-                             : std::count(answered_.begin(), answered_.end(), w->op_id) > 0;
-      if (w->until != wire::kNoLimit && !woken)
-        server_.send(peer, wire::Horizon{w->wait_id, w->until});
-    } else if (const auto* split = std::get_if<wire::CommSplit>(&m)) {
-      server_.send(peer, wire::CommInfo{split->comm, 0, {1, 3}});
-    } else if (std::holds_alternative<wire::Bye>(m)) {
-      server_.close(peer);
-    }
+// Answers each op 1 us of virtual time after it was entered, each wait that
+// no answer ends with its horizon, and a split with the group {1, 3}; or,
+// when `abort`, ends the emulation at the first op as the coordinator does.
+FakeCoordinatorOptions fake(bool abort = false) {
+  FakeCoordinatorOptions o;
+  o.complete_after_ns = 1000;
+  o.split = FakeCoordinatorOptions::Group{0, {1, 3}};
+  if (abort) {
+    o.abort_at_op = 0;
+    o.abort_message = "rank 3 crashed";
   }
-  void on_close(wire::PeerId, const Status&) override {}
-
-  std::string address() const { return "unix:" + address_.path; }
-  template <typename T>
-  std::vector<T> seen_of() {
-    std::lock_guard lock(mu_);
-    std::vector<T> out;
-    for (const wire::Message& m : seen_)
-      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
-    return out;
-  }
-
- private:
-  bool abort_;
-  wire::Server server_;
-  wire::Address address_;
-  std::thread thread_;
-  std::atomic<bool> done_{false};
-  std::mutex mu_;
-  std::vector<wire::Message> seen_;
-  std::vector<std::uint32_t> answered_;
-};
+  return o;
+}
 
 std::map<std::string, std::string> env_for(const FakeCoordinator& f) {
-  return {{"PRISM_COORDINATOR", f.address()},
+  return {{"PRISM_COORDINATOR", f.address().to_string()},
           {"RANK", "1"},
           {"WORLD_SIZE", "4"},
           {"LOCAL_RANK", "3"},
@@ -122,7 +69,7 @@ struct ExpectedOp {
 };
 
 TEST(NcclShimTest, EveryImplementedEntryPointReachesTheCoordinator) {
-  FakeCoordinator f;
+  FakeCoordinator f(fake());
   Program p("functional", env_for(f));
   ASSERT_EQ(p.wait(), 0) << p.output();
   const std::string out = p.output();
@@ -213,7 +160,7 @@ TEST(NcclShimTest, EveryImplementedEntryPointReachesTheCoordinator) {
 }
 
 TEST(NcclShimTest, AnAbortedEmulationFailsTheOpAndEveryCommunicator) {
-  FakeCoordinator f(/*abort=*/true);
+  FakeCoordinator f(fake(/*abort=*/true));
   Program p("abort", env_for(f));
   EXPECT_EQ(p.wait(), 0) << p.output();
   EXPECT_EQ(f.seen_of<wire::Op>().size(), 1u);

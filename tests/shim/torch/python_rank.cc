@@ -17,82 +17,10 @@ namespace prism::torch_shim::testing {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-FakeCoordinator::FakeCoordinator(FakeOptions options)
-    : options_(options), server_(std::make_unique<wire::Server>(*this, wire::ServerOptions{})) {
-  static std::atomic<int> n{0};
-  // Appended rather than concatenated: GCC 12 warns falsely (-Wrestrict)
-  // about "literal" + std::string.
-  std::string name = "prism-torch-test-";
-  name += std::to_string(::getpid());
-  name += "-";
-  name += std::to_string(n++);
-  dir_ = std::filesystem::temp_directory_path() / name;
-  std::filesystem::create_directories(dir_);
-  address_ =
-      server_->listen(wire::Address{wire::Address::Kind::kUnix, (dir_ / "c.sock").string(), "", 0})
-          .value();
-  thread_ = std::thread([this] {
-    while (!done_) server_->run_for(2ms);
-  });
-}
-
-FakeCoordinator::~FakeCoordinator() {
-  done_ = true;
-  thread_.join();
-  server_.reset();
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-}
-
-std::vector<wire::Message> FakeCoordinator::seen() {
-  std::lock_guard lock(mu_);
-  return seen_;
-}
-
-bool FakeCoordinator::woken(const wire::Wait& w) const {
-  if (w.op_id == wire::kAnyOp) return answered_.size() > w.answers_seen;
-  return std::any_of(answered_.begin(), answered_.end(),
-                     [&](const wire::Complete& c) { return c.op_id == w.op_id; });
-}
-
-void FakeCoordinator::answer(wire::PeerId peer, std::size_t pending_index) {
-  answered_.push_back(pending_[pending_index]);
-  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(pending_index));
-  server_->send(peer, answered_.back());
-}
-
-void FakeCoordinator::on_message(wire::PeerId peer, wire::Message m) {
-  std::lock_guard lock(mu_);
-  seen_.push_back(m);
-  if (const auto* h = std::get_if<wire::Hello>(&m)) {
-    server_->send(peer, wire::Welcome{h->rank, h->world_size, 0, "torch_backend_test"});
-  } else if (const auto* op = std::get_if<wire::Op>(&m)) {
-    if (ops_++ == options_.abort_at_op) {
-      server_->send(peer, wire::Error{wire::ErrorCode::kAborted,
-                                      "virtual rank 3 ran out of memory (torch_backend_test)"});
-      server_->close(peer);
-      return;
-    }
-    pending_.push_back(wire::Complete{op->op_id, op->at + options_.complete_after_ns});
-    if (!options_.answer_when_due) answer(peer, pending_.size() - 1);
-  } else if (const auto* w = std::get_if<wire::Wait>(&m)) {
-    // Answers what completes by the wait's end: with no limit, the op it
-    // waits for (or any op's first).
-    for (std::size_t i = 0; i < pending_.size();) {
-      const bool due = w->until == wire::kNoLimit
-                           ? (w->op_id == wire::kAnyOp || pending_[i].op_id == w->op_id)
-                           : pending_[i].at <= w->until;
-      if (due) {
-        answer(peer, i);
-      } else {
-        ++i;
-      }
-    }
-    if (w->until != wire::kNoLimit && !woken(*w))
-      server_->send(peer, wire::Horizon{w->wait_id, w->until});
-  } else if (std::holds_alternative<wire::Bye>(m)) {
-    server_->close(peer);
-  }
+FakeOptions torch_fake(FakeOptions o) {
+  o.job = "torch_backend_test";
+  o.abort_message = "virtual rank 3 ran out of memory (torch_backend_test)";
+  return o;
 }
 
 namespace {

@@ -1,5 +1,5 @@
-// What the torch backend's tests need around a Python real rank: a fake
-// coordinator that records what the rank sent, a TCPStore server for its
+// What the torch backend's tests need around a Python real rank: the fake
+// coordinator's options for them, a TCPStore server for its
 // rendezvous (the host rank of the job is virtual), and a runner that starts
 // /usr/bin/python3 with a changed environment and kills it past a deadline,
 // so that a hang fails the test instead of stalling it.
@@ -7,68 +7,22 @@
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "wire/server.h"
+#include "support/fake_coordinator.h"
 
 namespace prism::torch_shim::testing {
 
-// Completes each op `complete_after_ns` after its `at`, and answers every
-// wait that no answer ends with its horizon.
-struct FakeOptions {
-  std::int64_t complete_after_ns = 0;
-  // false: answers each op as it arrives. true: as a real coordinator does,
-  // only once a wait's `until` reaches the completion (it cannot simulate
-  // past the rank's bound), so each poll of the progress thread is a round
-  // trip until then.
-  bool answer_when_due = false;
-  // That op gets an `aborted` error instead, and the connection closes, as
-  // the coordinator does when the emulation ends under a rank.
-  int abort_at_op = -1;
-};
+using prism::testing::FakeCoordinator;
+using FakeOptions = prism::testing::FakeCoordinatorOptions;
 
-class FakeCoordinator : public wire::ServerHandler {
- public:
-  explicit FakeCoordinator(FakeOptions options = {});
-  ~FakeCoordinator() override;
-
-  void on_message(wire::PeerId peer, wire::Message m) override;
-  void on_close(wire::PeerId, const Status&) override {}
-
-  std::string address() const { return address_.to_string(); }
-  std::vector<wire::Message> seen();
-  template <typename T>
-  std::vector<T> seen_of() {
-    std::vector<T> out;
-    for (const wire::Message& m : seen())
-      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
-    return out;
-  }
-
- private:
-  bool woken(const wire::Wait& w) const;
-  void answer(wire::PeerId peer, std::size_t pending_index);
-
-  const FakeOptions options_;
-  std::filesystem::path dir_;  // the socket's, removed at the end
-  std::unique_ptr<wire::Server> server_;
-  wire::Address address_;
-  std::thread thread_;
-  std::atomic<bool> done_{false};
-  std::mutex mu_;
-  std::vector<wire::Message> seen_;
-  std::vector<wire::Complete> answered_;
-  std::vector<wire::Complete> pending_;  // not yet answered
-  int ops_ = 0;
-};
+// The torch tests' fake coordinator (tests/support/fake_coordinator.h): it
+// welcomes the rank to job "torch_backend_test", and an abort is a virtual
+// rank's running out of memory.
+FakeOptions torch_fake(FakeOptions o = {});
 
 using Env = std::map<std::string, std::string>;
 

@@ -35,7 +35,7 @@ class TorchBackendTest : public ::testing::Test {
                        const std::vector<std::string>& args = {}, const Env& changes = {}) {
     StoreServer store(4);
     ASSERT_NE(store.port(), 0);
-    Env env = rank_env(f.address(), store.port(), kTimeoutMs);
+    Env env = rank_env(f.address().to_string(), store.port(), kTimeoutMs);
     for (const auto& [k, v] : changes) env[k] = v;
     *r = run_script(script, env, args);
   }
@@ -59,7 +59,7 @@ std::string describe(const wire::Op& o) {
 }
 
 TEST_F(TorchBackendTest, EveryCollectiveReachesTheCoordinator) {
-  FakeCoordinator f;
+  FakeCoordinator f(torch_fake());
   RunResult r;
   ASSERT_NO_FATAL_FAILURE(run_rank(f, "collectives.py", &r));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -146,7 +146,7 @@ TEST_F(TorchBackendTest, EveryCollectiveReachesTheCoordinator) {
 }
 
 TEST_F(TorchBackendTest, DdpTrainsAndMarksIterations) {
-  FakeCoordinator f;
+  FakeCoordinator f(torch_fake());
   RunResult r;
   ASSERT_NO_FATAL_FAILURE(run_rank(f, "ddp.py", &r));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -179,8 +179,8 @@ TEST_F(TorchBackendTest, DdpTrainsAndMarksIterations) {
 TEST_F(TorchBackendTest, WithTheNcclDropInTheBackendStaysAndGroupsAreDeclared) {
   const std::string dropin = PRISM_BINARY_DIR "/lib/libnccl.so.2";
   if (!std::filesystem::exists(dropin)) GTEST_SKIP() << "the NCCL drop-in was not built";
-  FakeCoordinator f;
-  Env env = rank_env(f.address(), 0, kTimeoutMs);
+  FakeCoordinator f(torch_fake());
+  Env env = rank_env(f.address().to_string(), 0, kTimeoutMs);
   env["PRISM_NCCL_DROPIN"] = "1";
   env["LD_PRELOAD"] = dropin;
   env["WORLD_SIZE"] = "1";
@@ -202,7 +202,7 @@ TEST_F(TorchBackendTest, WithTheNcclDropInTheBackendStaysAndGroupsAreDeclared) {
 TEST_F(TorchBackendTest, AbortedEmulationFailsAWaitingProgram) {
   for (const std::string mode : {"wait", "future"}) {
     SCOPED_TRACE(mode);
-    FakeCoordinator f({.abort_at_op = 2});
+    FakeCoordinator f(torch_fake({.abort_at_op = 2}));
     RunResult r;
     ASSERT_NO_FATAL_FAILURE(run_rank(f, "abort.py", &r, {mode}));
     EXPECT_FALSE(r.timed_out) << r.output;
@@ -216,7 +216,7 @@ TEST_F(TorchBackendTest, AbortedEmulationFailsAWaitingProgram) {
 // A coordinator that answers only once the rank's polls reach the
 // completion: the future completes then, within a poll or so, not earlier.
 TEST_F(TorchBackendTest, AFutureCompletesAtItsEmulatedTime) {
-  FakeCoordinator f({.complete_after_ns = 50'000'000, .answer_when_due = true});
+  FakeCoordinator f(torch_fake({.complete_after_ns = 50'000'000, .answer_when_due = true}));
   RunResult r;
   ASSERT_NO_FATAL_FAILURE(run_rank(f, "future_timing.py", &r, {"50", "20"}));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -228,7 +228,7 @@ TEST_F(TorchBackendTest, AFutureCompletesAtItsEmulatedTime) {
 }
 
 TEST_F(TorchBackendTest, MissingCoordinatorIsAClearError) {
-  FakeCoordinator f;
+  FakeCoordinator f(torch_fake());
   RunResult r;
   ASSERT_NO_FATAL_FAILURE(run_rank(
       f, "ddp.py", &r, {}, {{"PRISM_COORDINATOR", "unix:/nonexistent/prism/coordinator.sock"}}));
@@ -238,9 +238,10 @@ TEST_F(TorchBackendTest, MissingCoordinatorIsAClearError) {
 }
 
 TEST_F(TorchBackendTest, DirectProcessGroupGlooIsRefused) {
-  FakeCoordinator f;
+  FakeCoordinator f(torch_fake());
   StoreServer store(4);
-  const RunResult r = run_script("direct_gloo.py", rank_env(f.address(), store.port(), kTimeoutMs));
+  const RunResult r =
+      run_script("direct_gloo.py", rank_env(f.address().to_string(), store.port(), kTimeoutMs));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.ProcessGroupGloo was "
                                   "constructed directly"));
