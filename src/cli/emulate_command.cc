@@ -9,21 +9,16 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "cli/cluster_models.h"
 #include "cli/emulate_program.h"
 #include "cli/replay_command.h"
-#include "compute/compute_model.h"
 #include "graph/graph_json.h"
 #include "graph/rank_list.h"
-#include "mem/memory_model.h"
-#include "net/flow_network.h"
-#include "replay/nccl_memory.h"
-#include "replay/replay.h"
 #include "report/chrome_trace.h"
 #include "report/memory_report.h"
 #include "runtime/coordinator.h"
 #include "runtime/emulate_report.h"
 #include "runtime/launcher.h"
+#include "simulation/simulation.h"
 #include "util/file.h"
 
 namespace prism {
@@ -112,7 +107,8 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
                    "the real ranks; 0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  app_->add_flag("--no-fold", no_fold_, "Simulate every virtual rank instead of one per class");
+  fold_.add_to(app_, "Simulate every virtual rank instead of one per class");
+  nccl_.add_to(app_);
   CLI::Option* graph =
       app_->add_option("--graph", graph_path_,
                        "Emulate against this graph (prism build; or --save-graph of an earlier "
@@ -150,7 +146,9 @@ Result<int> EmulateCommand::run() const {
     return Status::invalid_argument(
         fmt::format("--save-graph {} is the --graph it would overwrite", save_graph_path_));
   PRISM_ASSIGN_OR_RETURN(const PreparedJob p, prepare_job(job_, /*program_ok=*/true));
-  PRISM_ASSIGN_OR_RETURN(const DeviceMemoryOptions device, memory_.device(p.gpu.name));
+  ModelOptions models_options;
+  PRISM_ASSIGN_OR_RETURN(models_options.nccl, nccl_.selection());
+  PRISM_ASSIGN_OR_RETURN(models_options.device, memory_.device(p.gpu.name));
   const int world = p.job.num_gpus;
   Result<std::vector<Rank>> real = parse_rank_list(real_ranks_, world);
   if (!real.is_ok()) return real.status().with_context("--real-ranks");
@@ -196,11 +194,11 @@ Result<int> EmulateCommand::run() const {
 
   // The prediction: the same job replayed with no real rank.
   progress(fmt::format("replaying {} ranks without real ranks...", g.world_size()));
-  ReplayOptions pure_options;
-  pure_options.fold = !no_fold_;
+  SimulationOptions pure_options;
+  pure_options.models = models_options;
+  pure_options.fold = fold_.fold();
   pure_options.trace_ranks = real.value();
-  ClusterModels pure_models(p.job.cluster, NcclSelection{}, device);
-  PRISM_ASSIGN_OR_RETURN(const ReplayResult pure, replay(g, pure_options, pure_models.view()));
+  PRISM_ASSIGN_OR_RETURN(const ReplayResult pure, simulate_graph(g, p.job.cluster, pure_options));
 
   const std::string graph_path = dir.path() + "/graph.json";
   progress(fmt::format("writing {}...", graph_path));
@@ -209,11 +207,11 @@ Result<int> EmulateCommand::run() const {
   runtime::CoordinatorOptions co;
   co.live_ranks = real.value();
   co.job = p.job.name;
-  co.fold = !no_fold_;
+  co.fold = fold_.fold();
   co.trace_ranks = traced;
   co.timeout = env.timeout();
   co.capture = !capture_dir_.empty();
-  ClusterModels models(p.job.cluster, NcclSelection{}, device);
+  ClusterModels models(p.job.cluster, models_options);
   runtime::Coordinator coordinator(g, models.view(), co);
   wire::Address where{wire::Address::Kind::kUnix, dir.path() + "/coordinator.sock", "", 0};
   if (!listen_.empty()) {

@@ -12,6 +12,7 @@
 
 #include "cli/job_setup.h"
 #include "cli/memory_options.h"
+#include "cli/replay_options.h"
 #include "util/status.h"
 
 namespace CLI {
@@ -37,7 +38,8 @@ class EmulateCommand {
   std::string listen_;
   double timeout_s_ = 600;
   int master_port_ = 29500;
-  bool no_fold_ = false;
+  FoldOption fold_;
+  NcclOptions nccl_;
   std::string graph_path_;
   std::string slices_dir_;
   int capture_jobs_ = 1;
