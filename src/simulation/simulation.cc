@@ -147,4 +147,11 @@ Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions
   return out;
 }
 
+Result<std::vector<SweepRow>> sweep_collective(const ClusterSpec& cluster,
+                                               const NcclSelection& selection,
+                                               const SweepOptions& o) {
+  const NcclTuner tuner(cluster, selection);
+  return run_sweep(tuner, o);
+}
+
 }  // namespace prism

@@ -11,6 +11,8 @@
 
 #include "graph/graph.h"
 #include "net/cluster_spec.h"
+#include "net/collective_sweep.h"
+#include "net/nccl_tuner.h"
 #include "replay/result.h"
 #include "report/simulate_report.h"
 #include "simulation/cluster_models.h"
@@ -39,5 +41,11 @@ struct JobSimulation {
 // first rank is traced too, for its breakdown. A deadlock of a built job is
 // an error (a builder defect).
 Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions& o);
+
+// `prism collective`'s nccl-tests-style rows, from the NCCL model of
+// `cluster` restricted to `selection` (net/collective_sweep.h).
+Result<std::vector<SweepRow>> sweep_collective(const ClusterSpec& cluster,
+                                               const NcclSelection& selection,
+                                               const SweepOptions& o);
 
 }  // namespace prism
