@@ -9,6 +9,7 @@
 #include "net/collective_sweep.h"
 #include "net/nccl_tuner.h"
 #include "report/sweep_report.h"
+#include "simulation/simulation.h"
 #include "util/file.h"
 
 namespace prism {
@@ -76,8 +77,7 @@ Result<int> CollectiveCommand::run() const {
   o.step_factor = step_factor_;
   PRISM_ASSIGN_OR_RETURN(const NcclSelection selection, NcclSelection::parse(algo_, proto_));
 
-  const NcclTuner tuner(cluster, selection);
-  PRISM_ASSIGN_OR_RETURN(const std::vector<SweepRow> rows, run_sweep(tuner, o));
+  PRISM_ASSIGN_OR_RETURN(const std::vector<SweepRow> rows, sweep_collective(cluster, selection, o));
   std::fputs(format_sweep_table(cluster, o, rows).c_str(), stdout);
   std::fflush(stdout);
   if (!report_path_.empty())

@@ -1,10 +1,8 @@
 // `prism emulate JOB.yaml --real-ranks LIST -- PROGRAM ARGS...`: hybrid
-// emulation. Builds the job's graph, starts the coordinator, starts PROGRAM
-// once per real rank with torchrun's environment, forwards their output with
-// a rank prefix, and replays every other rank so that each real rank's
-// collectives complete when they would at full scale. Prints and writes the
-// emulated iteration, per real rank split into real compute and emulated
-// waiting. docs/emulate.md documents it.
+// emulation. Parses the options, runs runtime::Emulation (the job's graph,
+// the prediction, the coordinator, the real ranks started with torchrun's
+// environment and their output forwarded with a rank prefix), prints its
+// summary and writes the files asked for. docs/emulate.md documents it.
 #pragma once
 
 #include <string>
@@ -12,6 +10,7 @@
 
 #include "cli/job_setup.h"
 #include "cli/memory_options.h"
+#include "cli/replay_options.h"
 #include "util/status.h"
 
 namespace CLI {
@@ -30,14 +29,13 @@ class EmulateCommand {
   CLI::App* app_;
   JobOptions job_;
   std::string real_ranks_;
-  std::string report_path_;
-  std::string trace_path_;
-  std::string trace_ranks_;
+  OutputOptions output_;
   std::string capture_dir_;
   std::string listen_;
   double timeout_s_ = 600;
   int master_port_ = 29500;
-  bool no_fold_ = false;
+  FoldOption fold_;
+  NcclOptions nccl_;
   std::string graph_path_;
   std::string slices_dir_;
   int capture_jobs_ = 1;

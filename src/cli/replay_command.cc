@@ -13,19 +13,15 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "cli/cluster_models.h"
 #include "cli/job_setup.h"
 #include "compute/compute_model.h"
 #include "graph/graph_json.h"
 #include "graph/rank_list.h"
-#include "mem/memory_model.h"
 #include "net/cluster_yaml.h"
-#include "net/flow_network.h"
-#include "replay/nccl_memory.h"
-#include "replay/replay.h"
 #include "report/chrome_trace.h"
 #include "report/report_json.h"
 #include "report/summary.h"
+#include "simulation/simulation.h"
 #include "util/file.h"
 
 namespace prism {
@@ -101,24 +97,13 @@ ReplayCommand::ReplayCommand(CLI::App& parent)
   app_->add_option("GRAPH", graph_path_, "Execution graph file (docs/graph-format.md)")
       ->required()
       ->type_name("FILE");
-  app_->add_option("--report", report_path_, "Write the JSON report to FILE")->type_name("FILE");
-  CLI::Option* trace = app_->add_option(
-      "--trace", trace_path_, "Write a Chrome/Perfetto trace of the traced ranks to FILE");
-  trace->type_name("FILE");
-  app_->add_option("--trace-ranks", trace_ranks_,
-                   "Ranks to trace, e.g. 0,17 or 0-3,17 (default: 0)")
-      ->type_name("LIST")
-      ->needs(trace);
-  app_->add_flag("--no-fold", no_fold_,
-                 "Simulate every rank instead of one per class of identical ranks");
+  output_.add_to(app_);
+  fold_.add_to(app_);
   app_->add_option("--cluster", cluster_,
                    "Cluster preset (dgx-a100, dgx-h100, hgx-h200, dgx-b200) or YAML file")
       ->type_name("NAME|FILE")
       ->capture_default_str();
-  app_->add_option("--nccl-algo", nccl_algo_, "Allowed algorithms, NCCL_ALGO syntax")
-      ->type_name("LIST");
-  app_->add_option("--nccl-proto", nccl_proto_, "Allowed protocols, NCCL_PROTO syntax")
-      ->type_name("LIST");
+  nccl_.add_to(app_);
   app_->add_option("--gpu-tflops", gpu_tflops_, "GPU peak dense throughput, TFLOP/s")
       ->capture_default_str();
   app_->add_option("--hbm-bw", hbm_bw_gbps_, "GPU memory bandwidth, GB/s")->capture_default_str();
@@ -130,38 +115,35 @@ bool ReplayCommand::selected() const {
 }
 
 Result<int> ReplayCommand::run() const {
-  RooflineParams compute_params;
+  SimulationOptions options;
+  RooflineParams& compute = options.models.compute;
   PRISM_ASSIGN_OR_RETURN(std::int64_t flops, to_model_units("--gpu-tflops", gpu_tflops_, 1e12));
-  compute_params.peak_flops = static_cast<double>(flops);
-  PRISM_ASSIGN_OR_RETURN(compute_params.hbm_bw.bytes_per_s,
-                         to_model_units("--hbm-bw", hbm_bw_gbps_, 1e9));
-  PRISM_ASSIGN_OR_RETURN(const NcclSelection selection,
-                         NcclSelection::parse(nccl_algo_, nccl_proto_));
+  compute.peak_flops = static_cast<double>(flops);
+  PRISM_ASSIGN_OR_RETURN(compute.hbm_bw.bytes_per_s, to_model_units("--hbm-bw", hbm_bw_gbps_, 1e9));
+  PRISM_ASSIGN_OR_RETURN(options.models.nccl, nccl_.selection());
 
   PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--report", "--trace"}, graph_path_, "graph"));
 
   progress(fmt::format("loading {}...", graph_path_));
   PRISM_ASSIGN_OR_RETURN(ExecutionGraph g, load_graph(graph_path_));
-  ReplayOptions options;
-  options.fold = !no_fold_;
-  if (!trace_path_.empty()) {
+  options.fold = fold_.fold();
+  if (!output_.trace_path.empty()) {
     const bool given = app_->get_option("--trace-ranks")->count() > 0;
     PRISM_ASSIGN_OR_RETURN(options.trace_ranks,
-                           parse_trace_ranks(given ? trace_ranks_ : "0", g.world_size()));
+                           parse_trace_ranks(given ? output_.trace_ranks : "0", g.world_size()));
   }
 
   PRISM_ASSIGN_OR_RETURN(const ClusterSpec cluster, cluster_for(cluster_, g));
-  PRISM_ASSIGN_OR_RETURN(const DeviceMemoryOptions device, memory_.device(cluster.gpu_model));
+  PRISM_ASSIGN_OR_RETURN(options.models.device, memory_.device(cluster.gpu_model));
   progress(fmt::format("replaying {} ranks...", g.world_size()));
-  ClusterModels models(cluster, selection, device, compute_params);
-  PRISM_ASSIGN_OR_RETURN(const ReplayResult result, replay(g, options, models.view()));
+  PRISM_ASSIGN_OR_RETURN(const ReplayResult result, simulate_graph(g, cluster, options));
 
   std::fputs(format_summary(g, result).c_str(), stdout);
   std::fflush(stdout);
-  if (!report_path_.empty())
-    PRISM_RETURN_IF_ERROR(write_file_atomic(report_path_, format_report_json(g, result)));
-  if (!trace_path_.empty())
-    PRISM_RETURN_IF_ERROR(write_file_atomic(trace_path_, format_chrome_trace(g, result)));
+  if (!output_.report_path.empty())
+    PRISM_RETURN_IF_ERROR(write_file_atomic(output_.report_path, format_report_json(g, result)));
+  if (!output_.trace_path.empty())
+    PRISM_RETURN_IF_ERROR(write_file_atomic(output_.trace_path, format_chrome_trace(g, result)));
   switch (result.outcome) {
     case ReplayResult::Outcome::kDeadlock:
       return kExitDeadlock;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/memory_options.h"
+#include "cli/replay_options.h"
 #include "util/status.h"
 
 namespace CLI {
@@ -34,13 +35,10 @@ class ReplayCommand {
  private:
   CLI::App* app_;
   std::string graph_path_;
-  std::string report_path_;
-  std::string trace_path_;
-  std::string trace_ranks_;
-  bool no_fold_ = false;
+  OutputOptions output_;
+  FoldOption fold_;
   std::string cluster_ = "dgx-h100";
-  std::string nccl_algo_;
-  std::string nccl_proto_;
+  NcclOptions nccl_;
   double gpu_tflops_;
   double hbm_bw_gbps_;
   MemoryOptions memory_;

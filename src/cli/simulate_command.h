@@ -10,6 +10,7 @@
 
 #include "cli/job_setup.h"
 #include "cli/memory_options.h"
+#include "cli/replay_options.h"
 #include "util/status.h"
 
 namespace CLI {
@@ -27,13 +28,10 @@ class SimulateCommand {
  private:
   CLI::App* app_;
   JobOptions job_;
-  std::string report_path_;
-  std::string trace_path_;
-  std::string trace_ranks_;
+  OutputOptions output_;
   std::string kernels_path_;
-  bool no_fold_ = false;
-  std::string nccl_algo_;
-  std::string nccl_proto_;
+  FoldOption fold_;
+  NcclOptions nccl_;
   MemoryOptions memory_;
 };
 

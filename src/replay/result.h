@@ -41,6 +41,16 @@ struct RoleSummary {
   RankTimes max;   // element-wise max over the role's ranks
 };
 
+// Compute a live rank measured and reported (hybrid emulation): not a graph
+// op, so named by the rank. The coordinator reports them, the trace shows
+// them beside the replayed ops.
+struct MeasuredSlice {
+  Rank rank = 0;
+  std::uint16_t stream = 0;
+  std::string name;
+  SimTime start, end;
+};
+
 // One executed op of a traced rank.
 struct TraceRecord {
   Rank rank = 0;

@@ -16,18 +16,9 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "replay/result.h"
+#include "replay/result.h"  // MeasuredSlice
 
 namespace prism {
-
-// Compute a live rank measured and reported (hybrid emulation): not a graph
-// op, so named by the rank.
-struct MeasuredSlice {
-  Rank rank = 0;
-  std::uint16_t stream = 0;
-  std::string name;
-  SimTime start, end;
-};
 
 // `r` must come from replaying `g` (trace records refer to its roles).
 // `measured` slices go on their rank's stream's thread, with "cat":

@@ -64,13 +64,8 @@ struct LiveRankReport {
   Bytes peak_allocated;    // from its memory events
 };
 
-// A compute interval a live rank reported (wire::Compute).
-struct LiveCompute {
-  Rank rank = 0;
-  std::uint16_t stream = 0;
-  std::string name;
-  SimTime start, end;
-};
+// A compute interval a live rank reported (wire::Compute): the trace's type.
+using LiveCompute = MeasuredSlice;  // replay/result.h
 
 struct CoordinatorResult {
   ReplayResult replay;                // live ranks included, as real ones

@@ -19,25 +19,26 @@ double error_pct(SimTime got, SimTime want) {
 
 std::string format_emulate_text(const EmulateSummary& s) {
   std::string out = fmt::format("job:                {} ({} ranks), {} real: {}\n", s.job,
-                                s.world_size, s.real.size(), s.program);
+                                s.world_size, s.emulated.live.size(), s.program);
   if (!s.out_of_memory.empty()) out += fmt::format("out of memory:      {}\n", s.out_of_memory);
   out += fmt::format(
       "iteration time:     {:.6f} s emulated; the replay without real ranks predicts {:.6f} s "
       "({:+.2f}%)\n\n",
-      secs(s.iteration_time), secs(s.predicted_iteration_time),
-      error_pct(s.iteration_time, s.predicted_iteration_time));
+      secs(s.emulated.replay.iteration_time), secs(s.predicted_iteration_time),
+      error_pct(s.emulated.replay.iteration_time, s.predicted_iteration_time));
   out += "real ranks (seconds per iteration; predicted: the replay without real ranks):\n";
   out += fmt::format("{:<8}{:>12}{:>12}{:>12}{:>12}{:>9}{:>8}{:>7}{:>6}\n", "rank", "iteration",
                      "compute", "wait", "predicted", "error", "ops", "iters", "exit");
-  for (std::size_t i = 0; i < s.real.size(); ++i) {
-    const LiveRankReport& r = s.real[i];
+  for (std::size_t i = 0; i < s.emulated.live.size(); ++i) {
+    const LiveRankReport& r = s.emulated.live[i];
     out +=
         fmt::format("{:<8}{:>12.6f}{:>12.6f}{:>12.6f}{:>12.6f}{:>8.2f}%{:>8}{:>7}{:>6}\n", r.rank,
                     secs(r.iteration_time), secs(r.compute), secs(r.wait), secs(s.predicted[i]),
                     error_pct(r.iteration_time, s.predicted[i]), r.ops, r.iterations, r.exit_code);
   }
-  out += fmt::format("\nreplay: {} of {} ranks simulated ({}), {} op events\n", s.simulated_ranks,
-                     s.world_size, s.folded ? "folded" : "unfolded", s.op_events);
+  out += fmt::format("\nreplay: {} of {} ranks simulated ({}), {} op events\n",
+                     s.emulated.replay.simulated_ranks, s.world_size,
+                     s.emulated.replay.folded ? "folded" : "unfolded", s.emulated.replay.op_events);
   return out;
 }
 
@@ -47,12 +48,12 @@ std::string format_emulate_json(const EmulateSummary& s) {
   j["job"] = s.job;
   j["world_size"] = s.world_size;
   j["program"] = s.program;
-  j["iteration_time_s"] = secs(s.iteration_time);
+  j["iteration_time_s"] = secs(s.emulated.replay.iteration_time);
   j["predicted_iteration_time_s"] = secs(s.predicted_iteration_time);
   if (!s.out_of_memory.empty()) j["out_of_memory"] = s.out_of_memory;
   j["real_ranks"] = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < s.real.size(); ++i) {
-    const LiveRankReport& r = s.real[i];
+  for (std::size_t i = 0; i < s.emulated.live.size(); ++i) {
+    const LiveRankReport& r = s.emulated.live[i];
     nlohmann::ordered_json e;
     e["rank"] = r.rank;
     e["iteration_time_s"] = secs(r.iteration_time);
@@ -73,9 +74,9 @@ std::string format_emulate_json(const EmulateSummary& s) {
     e["exit_code"] = r.exit_code;
     j["real_ranks"].push_back(std::move(e));
   }
-  j["folded"] = s.folded;
-  j["simulated_ranks"] = s.simulated_ranks;
-  j["op_events"] = s.op_events;
+  j["folded"] = s.emulated.replay.folded;
+  j["simulated_ranks"] = s.emulated.replay.simulated_ranks;
+  j["op_events"] = s.emulated.replay.op_events;
   return j.dump(2) + "\n";
 }
 

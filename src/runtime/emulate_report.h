@@ -15,14 +15,13 @@ struct EmulateSummary {
   std::string job;
   int world_size = 0;
   std::string program;
-  SimTime iteration_time;            // the emulation's, over all ranks
+  // The emulation as the coordinator reported it: its replay (the iteration
+  // over all ranks, folding, op events), each real rank's times, captures
+  // and measured compute.
+  CoordinatorResult emulated;
   SimTime predicted_iteration_time;  // the pure replay's
-  std::vector<LiveRankReport> real;  // one per real rank, ascending
   std::vector<SimTime> predicted;    // per real rank: its pure-replay iteration time
-  bool folded = false;
-  int simulated_ranks = 0;
-  std::uint64_t op_events = 0;
-  std::string out_of_memory;  // the OOM's text when the emulation ended with one
+  std::string out_of_memory;         // the OOM's text when the emulation ended with one
 };
 
 std::string format_emulate_text(const EmulateSummary& s);

@@ -1,5 +1,6 @@
-// What `prism emulate` gives the real ranks' processes, and the captures of
-// a program that has no graph yet (a job without a model section).
+// What an emulation (runtime/emulation.h) gives the real ranks' processes:
+// their environment (torchrun's variables, PrismLLM's own), the rendezvous
+// store of each run, and what ends a run early.
 #pragma once
 
 #include <chrono>
@@ -8,14 +9,12 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/job_setup.h"
 #include "graph/graph.h"
 #include "runtime/launcher.h"
 #include "runtime/rendezvous_store.h"
 #include "util/status.h"
-#include "workload/slices.h"
 
-namespace prism {
+namespace prism::runtime {
 
 // Where and how the real ranks run.
 struct RankEnvironment {
@@ -36,7 +35,7 @@ struct RankEnvironment {
 // starts with build/python (its sitecustomize), and
 // TORCHELASTIC_USE_AGENT_STORE makes every rank, rank 0 included, a client
 // of the store at MASTER_ADDR:MASTER_PORT (docs/emulate.md).
-runtime::Env rank_env(const RankEnvironment& e, Rank rank);
+Env rank_env(const RankEnvironment& e, Rank rank);
 
 // The directory holding PrismLLM's Python package and sitecustomize
 // (build/python beside build/bin), or empty when this build has none.
@@ -45,31 +44,17 @@ std::string python_dir();
 // The rendezvous store of one run (the capture, or the emulation) at
 // 127.0.0.1:e.master_port (0: any free port; the store's port() says which),
 // answering for every rank but `real`.
-Result<std::unique_ptr<runtime::RendezvousStore>> start_store(const RankEnvironment& e,
-                                                              const std::vector<Rank>& real);
+Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
+                                                     const std::vector<Rank>& real);
 // What ends a run early, checked every tick: the store's first error (a
 // Gloo group it cannot answer for, a malformed query), or a `who` rank
 // ("real", "captured") whose process ended before it connected, which
 // would otherwise be waited for until the timeout.
-Status early_end(const runtime::RendezvousStore& store, runtime::Launcher& launcher,
+Status early_end(const RendezvousStore& store, Launcher& launcher,
                  const std::function<bool(Rank)>& connected, std::string_view who);
 
-struct SliceCaptureRun {
-  std::vector<Rank> real;  // the emulation's real ranks: each role's own, where it has one
-  std::vector<std::string> program;
-  RankEnvironment env;     // coordinator: ignored (each capture listens on its own socket)
-  std::string socket_dir;  // a private directory for the captures' sockets
-  std::string slices_dir;  // when set, each capture is written there as slice-rank<N>.json
-  int jobs = 1;            // captures run side by side (each with a free port for its store)
-};
+// What the launcher knows of the real ranks' processes that failed, for an
+// error: "; rank 3 (pid 123) killed by signal 9 (SIGKILL)" per rank.
+std::string exits_text(Launcher& launcher);
 
-// Builds the graph of a program's job (no model section) from captures:
-// for each role of the job's layout (workload/slices.h), one rank runs
-// the program with virtual peers that answer at once
-// (runtime/program_capture.h), run.jobs roles at a time in role order, with
-// progress on stderr. Each role's rank is its lowest real rank, else its
-// lowest rank. The first capture to fail stops the others; its error is
-// the one returned (the lowest role's, when several fail on their own).
-Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run);
-
-}  // namespace prism
+}  // namespace prism::runtime

@@ -1,6 +1,4 @@
-#include "cli/emulate_program.h"
-
-#include <stdlib.h>
+#include "runtime/slice_capture.h"
 
 #include <atomic>
 #include <filesystem>
@@ -16,65 +14,7 @@
 #include "util/file.h"
 #include "workload/capture_graph.h"
 
-namespace prism {
-
-std::string python_dir() {
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  const std::filesystem::path dir = exe.parent_path().parent_path() / "python";
-  return std::filesystem::exists(dir / "sitecustomize.py", ec) ? dir.string() : "";
-}
-
-runtime::Env rank_env(const RankEnvironment& e, Rank rank) {
-  const int per_node = e.gpus_per_node;
-  runtime::Env env{{"RANK", std::to_string(rank)},
-                   {"WORLD_SIZE", std::to_string(e.world_size)},
-                   {"LOCAL_RANK", std::to_string(rank % per_node)},
-                   {"LOCAL_WORLD_SIZE", std::to_string(per_node)},
-                   {"GROUP_RANK", std::to_string(rank / per_node)},
-                   {"NODE_RANK", std::to_string(rank / per_node)},
-                   {"MASTER_ADDR", "127.0.0.1"},
-                   {"MASTER_PORT", std::to_string(e.master_port)},
-                   {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                   {"TORCHELASTIC_RESTART_COUNT", "0"},  // read with the agent's store
-                   {"PRISM_COORDINATOR", e.coordinator},
-                   {"PRISM_TIMEOUT_MS", std::to_string(e.timeout().count())}};
-  if (!e.graph.empty()) env.emplace_back("PRISM_GRAPH", e.graph);
-  if (const std::string py = python_dir(); !py.empty()) {
-    const char* old = ::getenv("PYTHONPATH");
-    env.emplace_back("PYTHONPATH", old != nullptr && *old != '\0' ? py + ":" + old : py);
-  }
-  return env;
-}
-
-Result<std::unique_ptr<runtime::RendezvousStore>> start_store(const RankEnvironment& e,
-                                                              const std::vector<Rank>& real) {
-  runtime::StoreOptions o;
-  o.world_size = e.world_size;
-  o.real_ranks = real;
-  Result<std::unique_ptr<runtime::RendezvousStore>> store =
-      runtime::RendezvousStore::start("127.0.0.1", static_cast<std::uint16_t>(e.master_port), o);
-  if (!store.is_ok())
-    return store.status().with_context(fmt::format(
-        "the rendezvous store at 127.0.0.1:{} (MASTER_PORT; --master-port 0 picks a free one)",
-        e.master_port));
-  return store;
-}
-
-Status early_end(const runtime::RendezvousStore& store, runtime::Launcher& launcher,
-                 const std::function<bool(Rank)>& connected, std::string_view who) {
-  const std::vector<std::string> errors = store.errors();
-  if (!errors.empty())
-    return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));
-  for (const runtime::RankExit& e : launcher.poll_exits()) {
-    if (!connected(e.rank))
-      return Status::invalid_argument(
-          fmt::format("{} rank {} (pid {}) {} before it connected to the coordinator", who, e.rank,
-                      e.pid, e.describe()));
-  }
-  return Status::ok();
-}
+namespace prism::runtime {
 
 namespace {
 
@@ -82,8 +22,8 @@ namespace {
 // `stop` ends it early (a capture beside it failed); `stopped` then says so.
 Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& run, Rank rank,
                                  const std::atomic<bool>& stop, bool& stopped) {
-  runtime::ProgramCapture capture(
-      runtime::ProgramCaptureOptions{rank, p.job.num_gpus, p.job.name, run.env.timeout()});
+  ProgramCapture capture(
+      ProgramCaptureOptions{rank, p.job.num_gpus, p.job.name, run.env.timeout()});
   PRISM_ASSIGN_OR_RETURN(
       const wire::Address bound,
       capture.listen(wire::Address{wire::Address::Kind::kUnix,
@@ -92,12 +32,11 @@ Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
   env.coordinator = bound.to_string();
   env.graph.clear();
   if (run.jobs > 1) env.master_port = 0;  // side by side, each capture's store on its own port
-  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<runtime::RendezvousStore> store,
-                         start_store(env, {rank}));
+  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store, start_store(env, {rank}));
   env.master_port = store->port();
-  runtime::Launcher launcher(runtime::stdio_sink(stdout, stderr));
+  Launcher launcher(stdio_sink(stdout, stderr));
   PRISM_RETURN_IF_ERROR(launcher.start(rank, run.program, rank_env(env, rank)).status());
-  Result<runtime::RankCapture> done = capture.run([&] {
+  Result<RankCapture> done = capture.run([&] {
     if (stop.load()) {
       stopped = true;
       return Status::invalid_argument("stopped: a capture beside it failed");
@@ -109,15 +48,15 @@ Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return done.status().with_context(fmt::format("the capture of rank {}", rank));
   }
-  for (const runtime::RankExit& e : launcher.wait_all(run.env.timeout())) {
-    if (e.how == runtime::RankExit::How::kExited && e.code == 0) continue;
+  for (const RankExit& e : launcher.wait_all(run.env.timeout())) {
+    if (e.how == RankExit::How::kExited && e.code == 0) continue;
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return Status::invalid_argument(
         fmt::format("the capture of rank {}: its process (pid {}) {} after its goodbye: the "
                     "capture is not trusted",
                     rank, e.pid, e.describe()));
   }
-  return runtime::format_capture_json(done.value());
+  return format_capture_json(done.value());
 }
 
 // Captures role `ri` as `rank`, writes it to --slices, and parses it.
@@ -142,6 +81,21 @@ Result<RankProgram> capture_role(const PreparedJob& p, const SliceCaptureRun& ru
   return program;
 }
 
+// The rank each role is captured as: its lowest real rank, else its lowest.
+std::vector<Rank> captured_ranks(const SliceRoles& roles, const std::vector<Rank>& real) {
+  std::vector<Rank> rank_of(roles.names.size());
+  for (std::size_t ri = 0; ri < rank_of.size(); ++ri) {
+    rank_of[ri] = roles.ranks[ri].front();
+    for (Rank r : real) {
+      if (roles.role_of_rank[static_cast<std::size_t>(r)] == static_cast<std::int32_t>(ri)) {
+        rank_of[ri] = r;
+        break;
+      }
+    }
+  }
+  return rank_of;
+}
+
 }  // namespace
 
 Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run) {
@@ -153,16 +107,7 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
     if (ec) return Status::io_error(fmt::format("--slices {}: {}", run.slices_dir, ec.message()));
   }
   const std::size_t n = roles.names.size();
-  std::vector<Rank> rank_of(n);
-  for (std::size_t ri = 0; ri < n; ++ri) {
-    rank_of[ri] = roles.ranks[ri].front();
-    for (Rank r : run.real) {
-      if (roles.role_of_rank[static_cast<std::size_t>(r)] == static_cast<std::int32_t>(ri)) {
-        rank_of[ri] = r;
-        break;
-      }
-    }
-  }
+  const std::vector<Rank> rank_of = captured_ranks(roles, run.real);
   // Up to run.jobs workers take the roles in order; the first failure stops
   // the captures under way and starts no more.
   struct Slot {
@@ -205,4 +150,4 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
   return sliced;
 }
 
-}  // namespace prism
+}  // namespace prism::runtime

@@ -1,0 +1,24 @@
+#include "cli/replay_options.h"
+
+#include <CLI/CLI.hpp>
+
+namespace prism {
+
+void OutputOptions::add_to(CLI::App* app, const std::string& trace_help,
+                           const std::string& trace_ranks_help) {
+  app->add_option("--report", report_path, "Write the JSON report to FILE")->type_name("FILE");
+  CLI::Option* trace = app->add_option("--trace", trace_path, trace_help);
+  trace->type_name("FILE");
+  app->add_option("--trace-ranks", trace_ranks, trace_ranks_help)->type_name("LIST")->needs(trace);
+}
+
+void FoldOption::add_to(CLI::App* app, const std::string& help) {
+  app->add_flag("--no-fold", no_fold, help);
+}
+
+void NcclOptions::add_to(CLI::App* app) {
+  app->add_option("--nccl-algo", algo, "Allowed algorithms, NCCL_ALGO syntax")->type_name("LIST");
+  app->add_option("--nccl-proto", proto, "Allowed protocols, NCCL_PROTO syntax")->type_name("LIST");
+}
+
+}  // namespace prism

@@ -1,0 +1,48 @@
+// The option blocks that `prism simulate`, `replay` and `emulate` share,
+// each registered by every command the same way, with the same meaning:
+// the output files (--report, --trace, --trace-ranks), folding (--no-fold)
+// and the NCCL selection (--nccl-algo, --nccl-proto).
+#pragma once
+
+#include <string>
+
+#include "net/nccl_tuner.h"
+#include "util/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace prism {
+
+struct OutputOptions {
+  std::string report_path;
+  std::string trace_path;
+  std::string trace_ranks;
+
+  // Registers --report, --trace and --trace-ranks (which needs --trace);
+  // the help texts say which ranks the command traces.
+  void add_to(
+      CLI::App* app,
+      const std::string& trace_help = "Write a Chrome/Perfetto trace of the traced ranks to FILE",
+      const std::string& trace_ranks_help = "Ranks to trace, e.g. 0,17 or 0-3,17 (default: 0)");
+};
+
+struct FoldOption {
+  bool no_fold = false;
+
+  void add_to(CLI::App* app, const std::string& help =
+                                 "Simulate every rank instead of one per class of identical ranks");
+  bool fold() const { return !no_fold; }
+};
+
+struct NcclOptions {
+  std::string algo;
+  std::string proto;
+
+  // Registers --nccl-algo and --nccl-proto.
+  void add_to(CLI::App* app);
+  Result<NcclSelection> selection() const { return NcclSelection::parse(algo, proto); }
+};
+
+}  // namespace prism

@@ -1,0 +1,230 @@
+#include "runtime/emulation.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <system_error>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "graph/graph_json.h"
+#include "graph/rank_list.h"
+#include "replay/replay.h"
+#include "report/chrome_trace.h"
+#include "report/memory_report.h"
+#include "runtime/launcher.h"
+#include "runtime/slice_capture.h"
+#include "simulation/simulation.h"
+#include "util/file.h"
+#include "util/progress.h"
+#include "wire/address.h"
+
+namespace prism::runtime {
+namespace {
+
+// A directory only this user can open, for the graph and the socket.
+Result<std::string> make_private_dir() {
+  const std::string pattern = (std::filesystem::temp_directory_path() / "prism-XXXXXX").string();
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr)
+    return Status::io_error(fmt::format("cannot make a directory like {}", pattern));
+  return std::string(buf.data());
+}
+
+// The pure replay's iteration time for each of `ranks`, from their timelines.
+std::vector<SimTime> predicted_times(const ReplayResult& r, const std::vector<Rank>& ranks) {
+  std::vector<SimTime> out;
+  for (Rank rank : ranks) {
+    const auto it = std::find_if(r.timelines.begin(), r.timelines.end(),
+                                 [&](const RankTimeline& t) { return t.rank == rank; });
+    PRISM_CHECK(it != r.timelines.end(), "a real rank without its timeline");
+    out.push_back(mean_iteration(it->iteration_marks, it->finish));
+  }
+  return out;
+}
+
+// An option that only a capture uses, as given ("--slices DIR"), or empty.
+std::string capture_only_option(const EmulationOptions& o) {
+  if (!o.slices_dir.empty()) return "--slices " + o.slices_dir;
+  if (o.capture_jobs) return fmt::format("--capture-jobs {}", *o.capture_jobs);
+  return "";
+}
+
+}  // namespace
+
+Emulation::Emulation(EmulationOptions options) : options_(std::move(options)) {}
+
+Emulation::~Emulation() {
+  std::error_code ignored;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+}
+
+Result<EmulationResult> Emulation::run() {
+  PRISM_RETURN_IF_ERROR(prepare());
+  PRISM_RETURN_IF_ERROR(choose_graph());
+  const ExecutionGraph& g = *graph_;
+  if (!options_.save_graph_path.empty())
+    PRISM_RETURN_IF_ERROR(save_graph(g, options_.save_graph_path));
+  PRISM_ASSIGN_OR_RETURN(const ReplayResult pure, predict());
+  const std::string graph_path = dir_ + "/graph.json";
+  progress(fmt::format("writing {}...", graph_path));
+  PRISM_RETURN_IF_ERROR(save_graph(g, graph_path));
+  env_.graph = graph_path;
+
+  EmulationResult out;
+  PRISM_ASSIGN_OR_RETURN(out.summary.emulated, emulate());
+  // Every real rank said goodbye; their processes end now (emulate() waited).
+  EmulateSummary& s = out.summary;
+  s.job = job_.job.name;
+  s.world_size = g.world_size();
+  for (const std::string& a : options_.program) s.program += (s.program.empty() ? "" : " ") + a;
+  s.predicted_iteration_time = pure.iteration_time;
+  s.predicted = predicted_times(pure, real_);
+  const ReplayResult& emulated = s.emulated.replay;
+  if (emulated.outcome == ReplayResult::Outcome::kOutOfMemory)
+    s.out_of_memory = format_oom_text(g, emulated.oom.front());
+  out.real_rank_failed = real_rank_failed_;
+  return out;
+}
+
+// The job, its models' options, the ranks, the private directory and the
+// real ranks' environment.
+Status Emulation::prepare() {
+  const EmulationOptions& o = options_;
+  if (!o.graph_path.empty() && o.graph_path == o.save_graph_path)
+    return Status::invalid_argument(
+        fmt::format("--save-graph {} is the --graph it would overwrite", o.save_graph_path));
+  PRISM_ASSIGN_OR_RETURN(job_, prepare_job(o.job, /*program_ok=*/true));
+  PRISM_ASSIGN_OR_RETURN(models_.device, o.memory.device(job_.gpu.name));
+  models_.nccl = o.nccl;
+  const int world = job_.job.num_gpus;
+  Result<std::vector<Rank>> real = parse_rank_list(o.real_ranks, world);
+  if (!real.is_ok()) return real.status().with_context("--real-ranks");
+  real_ = std::move(real).value();
+  if (!o.trace_ranks.empty()) {
+    Result<std::vector<Rank>> t = parse_rank_list(o.trace_ranks, world);
+    if (!t.is_ok()) return t.status().with_context("--trace-ranks");
+    traced_ = std::move(t).value();
+  }
+  PRISM_ASSIGN_OR_RETURN(dir_, make_private_dir());
+  env_ = RankEnvironment{world, job_.job.cluster.gpus_per_node, "", "", o.master_port, o.timeout_s};
+  return Status::ok();
+}
+
+// The graph: one given with --graph, the model's, or, for a program's job,
+// one built from captures of the program (one rank per role).
+Status Emulation::choose_graph() {
+  const EmulationOptions& o = options_;
+  graph_ = &owned_;
+  if (!o.graph_path.empty()) {
+    Result<ExecutionGraph> loaded = load_graph(o.graph_path);
+    if (!loaded.is_ok()) return loaded.status().with_context("--graph");
+    owned_ = std::move(loaded).value();
+    if (owned_.world_size() != job_.job.num_gpus)
+      return Status::invalid_argument(
+          fmt::format("--graph {}: a graph of {} ranks; job '{}' has {}", o.graph_path,
+                      owned_.world_size(), job_.job.name, job_.job.num_gpus));
+  } else if (job_.job.has_model) {
+    if (const std::string capturing = capture_only_option(o); !capturing.empty())
+      return Status::invalid_argument(fmt::format(
+          "{}: job '{}' has a model section, so its graph is the model's and no rank is captured",
+          capturing, job_.job.name));
+    graph_ = &job_.built.graph;
+  } else {
+    SliceCaptureRun run{real_, o.program, env_, dir_, o.slices_dir, o.capture_jobs.value_or(1)};
+    PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, capture_slices(job_, run));
+    owned_ = std::move(sliced.graph);
+  }
+  return Status::ok();
+}
+
+// The prediction: the same job replayed with no real rank.
+Result<ReplayResult> Emulation::predict() const {
+  progress(fmt::format("replaying {} ranks without real ranks...", graph_->world_size()));
+  SimulationOptions pure;
+  pure.models = models_;
+  pure.fold = options_.fold;
+  pure.trace_ranks = real_;
+  return simulate_graph(*graph_, job_.job.cluster, pure);
+}
+
+// The coordinator, listening where the real ranks reach it, and the run.
+Result<CoordinatorResult> Emulation::emulate() {
+  CoordinatorOptions co;
+  co.live_ranks = real_;
+  co.job = job_.job.name;
+  co.fold = options_.fold;
+  co.trace_ranks = traced_;
+  co.timeout = env_.timeout();
+  co.capture = !options_.capture_dir.empty();
+  ClusterModels models(job_.job.cluster, models_);
+  Coordinator coordinator(*graph_, models.view(), co);
+  wire::Address where{wire::Address::Kind::kUnix, dir_ + "/coordinator.sock", "", 0};
+  if (!options_.listen.empty()) {
+    Result<wire::Address> a = wire::parse_address(options_.listen);
+    if (!a.is_ok()) return a.status().with_context("--listen");
+    where = a.value();
+  }
+  PRISM_ASSIGN_OR_RETURN(const wire::Address bound, coordinator.listen(where));
+  return run_real_ranks(coordinator, bound.to_string());
+}
+
+// Starts the store and the real ranks, runs the coordinator until every
+// real rank said goodbye, and waits for their processes.
+Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
+                                                    const std::string& address) {
+  Launcher launcher(stdio_sink(stdout, stderr));
+  progress(fmt::format("starting {} real ranks of {}; the coordinator is at {}", real_.size(),
+                       graph_->world_size(), address));
+  env_.coordinator = address;
+  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store, start_store(env_, real_));
+  env_.master_port = store->port();
+  for (Rank r : real_) {
+    Result<pid_t> pid = launcher.start(r, options_.program, rank_env(env_, r));
+    if (!pid.is_ok()) return pid.status();
+  }
+  Result<CoordinatorResult> done = coordinator.run([&] {
+    return early_end(
+        *store, launcher, [&](Rank r) { return coordinator.connected(r); }, "real");
+  });
+  if (!done.is_ok()) {
+    const std::string why = done.status().message() + exits_text(launcher);
+    launcher.terminate_all(std::chrono::milliseconds(2000));
+    return Status::invalid_argument(why);
+  }
+  for (const RankExit& e : launcher.wait_all(env_.timeout())) {
+    if (e.how == RankExit::How::kExited && e.code == 0) continue;
+    fmt::print(stderr, "prism emulate: real rank {} (pid {}) {}\n", e.rank, e.pid, e.describe());
+    real_rank_failed_ = true;
+  }
+  launcher.terminate_all(std::chrono::milliseconds(2000));
+  return done;
+}
+
+Status Emulation::write_outputs(const EmulationResult& r) const {
+  const EmulateSummary& s = r.summary;
+  if (!options_.report_path.empty())
+    PRISM_RETURN_IF_ERROR(write_file_atomic(options_.report_path, format_emulate_json(s)));
+  if (!options_.trace_path.empty()) {
+    PRISM_RETURN_IF_ERROR(write_file_atomic(
+        options_.trace_path, format_chrome_trace(*graph_, s.emulated.replay, s.emulated.computed)));
+  }
+  if (!options_.capture_dir.empty()) {
+    const std::string& dir = options_.capture_dir;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::io_error(fmt::format("--capture {}: {}", dir, ec.message()));
+    for (const RankCapture& c : s.emulated.captures) {
+      PRISM_RETURN_IF_ERROR(
+          write_file_atomic(fmt::format("{}/rank{}.json", dir, c.rank), format_capture_json(c)));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace prism::runtime

@@ -1,0 +1,94 @@
+// Emulation: one hybrid emulation from job to report, as `prism emulate`
+// runs it. It reads the job, chooses the graph (a file, the model's, or,
+// for a program's job, one built from captures of the program, role by
+// role: runtime/slice_capture.h), predicts the real ranks' times with the
+// replay alone (simulation/simulation.h), then hosts the rendezvous store
+// and the coordinator, starts the real ranks with their environment
+// (runtime/real_ranks.h), ends early when a rank dies before it connects,
+// and summarizes what the real ranks did against the prediction
+// (runtime/emulate_report.h).
+//
+// Progress goes to stderr as `prism emulate` prints it; the real ranks'
+// output is forwarded to stdout and stderr with a rank prefix. Errors name
+// the option or the rank at fault. A real rank's process that ends badly
+// after its goodbye is named on stderr and flagged in the result, not an
+// error: the summary still stands.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "net/nccl_tuner.h"
+#include "runtime/coordinator.h"
+#include "runtime/emulate_report.h"
+#include "runtime/real_ranks.h"
+#include "simulation/cluster_models.h"
+#include "simulation/job.h"
+#include "simulation/memory_settings.h"
+#include "util/status.h"
+
+namespace prism::runtime {
+
+// Mirrors `prism emulate`'s options (docs/emulate.md).
+struct EmulationOptions {
+  JobInput job;
+  MemorySettings memory;
+  NcclSelection nccl;
+  std::string real_ranks;            // "0,63", "0-3": ranks of the job
+  std::vector<std::string> program;  // run once per real rank
+  std::string trace_ranks;           // virtual ranks traced besides the real ones
+  std::string report_path;           // each output: none when empty
+  std::string trace_path;
+  std::string capture_dir;      // each real rank's capture, DIR/rank<N>.json
+  std::string save_graph_path;  // the graph emulated against
+  std::string listen;           // tcp:HOST:PORT or unix:PATH; empty: a private Unix socket
+  double timeout_s = 600;       // to connect, or to stay silent while waited for
+  int master_port = 29500;      // the rendezvous store's on 127.0.0.1; 0: any free port
+  bool fold = true;
+  std::string graph_path;           // emulate against this graph file
+  std::string slices_dir;           // a program's captures written there
+  std::optional<int> capture_jobs;  // roles captured at once; unset: 1
+};
+
+struct EmulationResult {
+  EmulateSummary summary;  // format_emulate_text / _json
+  // A real rank's process ended badly after its goodbye (named on stderr).
+  bool real_rank_failed = false;
+};
+
+class Emulation {
+ public:
+  explicit Emulation(EmulationOptions options);
+  ~Emulation();  // removes the private directory of the graph and sockets
+  Emulation(const Emulation&) = delete;
+  Emulation& operator=(const Emulation&) = delete;
+
+  // Runs the emulation once, from the job to the summary; --save-graph is
+  // written on the way.
+  Result<EmulationResult> run();
+  // Writes the report, the trace and the captures that the options ask for,
+  // each atomically, from `r` (this emulation's run()).
+  Status write_outputs(const EmulationResult& r) const;
+
+ private:
+  Status prepare();
+  Status choose_graph();
+  Result<ReplayResult> predict() const;
+  Result<CoordinatorResult> emulate();
+  Result<CoordinatorResult> run_real_ranks(Coordinator& coordinator, const std::string& address);
+
+  EmulationOptions options_;
+  PreparedJob job_;
+  ModelOptions models_;
+  std::vector<Rank> real_;
+  std::vector<Rank> traced_;
+  std::string dir_;  // private: the graph file and the sockets
+  RankEnvironment env_;
+  ExecutionGraph owned_;  // a loaded or captured graph
+  const ExecutionGraph* graph_ = nullptr;
+  bool real_rank_failed_ = false;
+};
+
+}  // namespace prism::runtime

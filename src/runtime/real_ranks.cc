@@ -1,0 +1,80 @@
+#include "runtime/real_ranks.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <memory>
+#include <system_error>
+
+#include <fmt/format.h>
+
+namespace prism::runtime {
+
+std::string python_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const std::filesystem::path dir = exe.parent_path().parent_path() / "python";
+  return std::filesystem::exists(dir / "sitecustomize.py", ec) ? dir.string() : "";
+}
+
+Env rank_env(const RankEnvironment& e, Rank rank) {
+  const int per_node = e.gpus_per_node;
+  Env env{{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(e.world_size)},
+          {"LOCAL_RANK", std::to_string(rank % per_node)},
+          {"LOCAL_WORLD_SIZE", std::to_string(per_node)},
+          {"GROUP_RANK", std::to_string(rank / per_node)},
+          {"NODE_RANK", std::to_string(rank / per_node)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(e.master_port)},
+          {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+          {"TORCHELASTIC_RESTART_COUNT", "0"},  // read with the agent's store
+          {"PRISM_COORDINATOR", e.coordinator},
+          {"PRISM_TIMEOUT_MS", std::to_string(e.timeout().count())}};
+  if (!e.graph.empty()) env.emplace_back("PRISM_GRAPH", e.graph);
+  if (const std::string py = python_dir(); !py.empty()) {
+    const char* old = ::getenv("PYTHONPATH");
+    env.emplace_back("PYTHONPATH", old != nullptr && *old != '\0' ? py + ":" + old : py);
+  }
+  return env;
+}
+
+Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
+                                                     const std::vector<Rank>& real) {
+  StoreOptions o;
+  o.world_size = e.world_size;
+  o.real_ranks = real;
+  Result<std::unique_ptr<RendezvousStore>> store =
+      RendezvousStore::start("127.0.0.1", static_cast<std::uint16_t>(e.master_port), o);
+  if (!store.is_ok())
+    return store.status().with_context(fmt::format(
+        "the rendezvous store at 127.0.0.1:{} (MASTER_PORT; --master-port 0 picks a free one)",
+        e.master_port));
+  return store;
+}
+
+Status early_end(const RendezvousStore& store, Launcher& launcher,
+                 const std::function<bool(Rank)>& connected, std::string_view who) {
+  const std::vector<std::string> errors = store.errors();
+  if (!errors.empty())
+    return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));
+  for (const RankExit& e : launcher.poll_exits()) {
+    if (!connected(e.rank))
+      return Status::invalid_argument(
+          fmt::format("{} rank {} (pid {}) {} before it connected to the coordinator", who, e.rank,
+                      e.pid, e.describe()));
+  }
+  return Status::ok();
+}
+
+std::string exits_text(Launcher& launcher) {
+  std::string s;
+  for (const RankExit& e : launcher.wait_all(std::chrono::milliseconds(2000))) {
+    if (e.running() || (e.how == RankExit::How::kExited && e.code == 0)) continue;
+    s += fmt::format("; rank {} (pid {}) {}", e.rank, e.pid, e.describe());
+  }
+  return s;
+}
+
+}  // namespace prism::runtime

@@ -1,0 +1,36 @@
+// The captures of a program that has no graph yet (a job without a model
+// section): one rank per role runs the program with virtual peers that
+// answer at once (runtime/program_capture.h), and the job's graph is built
+// from what they did (workload/slices.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "runtime/real_ranks.h"
+#include "simulation/job.h"
+#include "util/status.h"
+#include "workload/slices.h"
+
+namespace prism::runtime {
+
+struct SliceCaptureRun {
+  std::vector<Rank> real;  // the emulation's real ranks: each role's own, where it has one
+  std::vector<std::string> program;
+  RankEnvironment env;     // coordinator: ignored (each capture listens on its own socket)
+  std::string socket_dir;  // a private directory for the captures' sockets
+  std::string slices_dir;  // when set, each capture is written there as slice-rank<N>.json
+  int jobs = 1;            // captures run side by side (each with a free port for its store)
+};
+
+// Builds the graph of a program's job (no model section) from captures:
+// for each role of the job's layout (workload/slices.h), one rank runs
+// the program with virtual peers that answer at once
+// (runtime/program_capture.h), run.jobs roles at a time in role order, with
+// progress on stderr. Each role's rank is its lowest real rank, else its
+// lowest rank. The first capture to fail stops the others; its error is
+// the one returned (the lowest role's, when several fail on their own).
+Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run);
+
+}  // namespace prism::runtime

@@ -1,0 +1,157 @@
+#include "simulation/simulation.h"
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "report/breakdown.h"
+#include "report/memory_report.h"
+#include "workload/model_stats.h"
+
+namespace prism {
+namespace {
+
+// The first rank of each role: the representative whose breakdown is shown.
+std::vector<Rank> role_representatives(const ExecutionGraph& g) {
+  std::vector<Rank> reps(g.roles.size(), -1);
+  for (Rank r = 0; r < g.world_size(); ++r) {
+    Rank& rep = reps[g.role_of_rank[r]];
+    if (rep < 0) rep = r;
+  }
+  return reps;
+}
+
+// The job's shape, model and cluster, and its throughput: tokens/s and MFU
+// from the iteration time (none after an out-of-memory outcome).
+void summarize_job(const PreparedJob& p, const ReplayResult& r, const DeviceMemoryOptions& device,
+                   SimulateSummary& s) {
+  const JobSpec& job = p.job;
+  s.job = job.name;
+  s.num_gpus = job.num_gpus;
+  s.tp = job.tp();
+  s.cp = job.cp();
+  s.pp = job.pp();
+  s.vpp = job.vpp();
+  s.dp = job.dp();
+  s.ep = job.ep();
+  s.etp = job.model.is_moe() ? job.etp() : job.tp();
+  s.sequence_parallel = job.parallelism.sequence_parallel && job.tp() > 1;
+  s.micro_batch_size = job.training.micro_batch_size;
+  s.seq_length = job.training.seq_length;
+  s.global_batch_size = job.training.global_batch_size;
+  s.num_microbatches = job.num_microbatches();
+  s.precision = std::string(to_string(job.training.precision));
+  s.recompute = std::string(to_string(job.training.recompute));
+  s.cluster = job.cluster.name;
+  s.gpu = p.gpu.name;
+  s.num_nodes = job.cluster.num_nodes;
+  s.peak_flops = p.gpu.bf16_flops;
+  const ParameterCount count = count_parameters(job.model);
+  s.parameters = count.total;
+  s.active_parameters = count.active;
+  s.model_flops = model_flops_per_iteration(job);
+  s.capacity = device.capacity;
+  s.context = device.context;
+  s.alloc_conf = device.allocator.to_string();
+  if (r.outcome == ReplayResult::Outcome::kOutOfMemory) {
+    s.oom_text = format_oom_text(p.built.graph, r.oom.front());
+    s.oom = oom_json(p.built.graph, r.oom.front());
+  }
+  s.iteration_time = r.iteration_time;
+  const double t = s.oom_text.empty() ? r.iteration_time.seconds() : 0;
+  if (t > 0) {
+    s.tokens_per_s_per_gpu = static_cast<double>(job.training.global_batch_size) *
+                             job.training.seq_length / t / job.num_gpus;
+    s.model_tflops_per_gpu = s.model_flops / t / job.num_gpus / 1e12;
+    s.mfu = s.model_tflops_per_gpu * 1e12 / p.gpu.bf16_flops;
+  }
+  s.kernels = static_cast<std::int64_t>(p.built.kernels.size());
+  s.kernels_measured = std::count_if(p.built.kernels.begin(), p.built.kernels.end(),
+                                     [](const KernelUse& k) { return k.measured; });
+  s.kernel_db = p.db_paths;
+  s.folded = r.folded;
+  s.simulated_ranks = r.simulated_ranks;
+  s.op_events = r.op_events;
+}
+
+// Each role's footprint, peak memory and (without an OOM) the breakdown of
+// its representative; the job's peaks over the roles.
+void summarize_roles(const PreparedJob& p, const ReplayResult& r, const std::vector<Rank>& reps,
+                     SimulateSummary& s) {
+  for (std::size_t i = 0; i < r.roles.size(); ++i) {
+    const RoleSummary& rs = r.roles[i];
+    SimulateRole role;
+    role.name = rs.name;
+    role.num_ranks = rs.num_ranks;
+    role.representative = reps[i];
+    const RoleFootprint& f = p.built.roles[i];
+    role.num_layers = f.num_layers;
+    role.parameters = f.parameters;
+    role.activation_bytes_per_layer = f.activation_bytes_per_layer;
+    role.model_state_bytes = f.model_state_bytes;
+    role.peak_allocated = rs.max.peak_allocated;
+    role.peak_reserved = rs.max.peak_reserved;
+    role.peak_device = rs.max.peak_device;
+    role.nccl = rs.max.nccl;
+    role.fragmentation = rs.max.fragmentation;
+    role.inactive_split_peak = rs.max.inactive_split_peak;
+    s.peak_allocated = std::max(s.peak_allocated, rs.max.peak_allocated);
+    s.peak_reserved = std::max(s.peak_reserved, rs.max.peak_reserved);
+    s.peak_device = std::max(s.peak_device, rs.max.peak_device);
+    s.nccl = std::max(s.nccl, rs.max.nccl);
+    s.fragmentation = std::max(s.fragmentation, rs.max.fragmentation);
+    if (s.oom_text.empty()) {
+      role.breakdown =
+          rank_breakdown(p.built.graph, r.trace, reps[i], SimTime::zero(), r.iteration_time);
+    }
+    s.roles.push_back(std::move(role));
+  }
+}
+
+}  // namespace
+
+Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& cluster,
+                                    const SimulationOptions& o) {
+  ReplayOptions options;
+  options.fold = o.fold;
+  options.trace_ranks = o.trace_ranks;
+  ClusterModels models(cluster, o.models);
+  return replay(g, options, models.view());
+}
+
+Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions& o) {
+  const ExecutionGraph& g = p.built.graph;
+  const std::vector<Rank> reps = role_representatives(g);
+  SimulationOptions traced = o;
+  traced.trace_ranks.insert(traced.trace_ranks.end(), reps.begin(), reps.end());
+  std::sort(traced.trace_ranks.begin(), traced.trace_ranks.end());
+  traced.trace_ranks.erase(std::unique(traced.trace_ranks.begin(), traced.trace_ranks.end()),
+                           traced.trace_ranks.end());
+  // Roofline compute goes unused: every compute op of a built job has its duration.
+  PRISM_ASSIGN_OR_RETURN(ReplayResult result, simulate_graph(g, p.job.cluster, traced));
+  if (result.outcome == ReplayResult::Outcome::kDeadlock) {
+    return Status::invalid_argument(fmt::format(
+        "the graph built from {} deadlocked at rank {} ({}): a builder defect, please report it",
+        p.path, result.blocked.front().rank, result.blocked.front().waiting_for));
+  }
+  JobSimulation out;
+  summarize_job(p, result, o.models.device, out.summary);
+  summarize_roles(p, result, reps, out.summary);
+  std::vector<Rank> asked = o.trace_ranks;
+  std::sort(asked.begin(), asked.end());
+  std::erase_if(result.trace, [&](const TraceRecord& rec) {
+    return !std::binary_search(asked.begin(), asked.end(), rec.rank);
+  });
+  out.replay = std::move(result);
+  return out;
+}
+
+Result<std::vector<SweepRow>> sweep_collective(const ClusterSpec& cluster,
+                                               const NcclSelection& selection,
+                                               const SweepOptions& o) {
+  const NcclTuner tuner(cluster, selection);
+  return run_sweep(tuner, o);
+}
+
+}  // namespace prism

@@ -1,0 +1,51 @@
+// The library's one entry point for "build the models, replay, summarize":
+// `prism replay` replays a graph file, `prism simulate` a job's graph, and
+// `prism emulate` predicts its real ranks' times with the same call, so
+// every command takes the same options (cluster, NCCL selection, device
+// memory, folding, traced ranks, roofline compute) with the same meaning.
+// A job's summary (tokens/s, MFU, per-role breakdown and memory) is computed
+// here and nowhere else.
+#pragma once
+
+#include <vector>
+
+#include "graph/graph.h"
+#include "net/cluster_spec.h"
+#include "net/collective_sweep.h"
+#include "net/nccl_tuner.h"
+#include "replay/result.h"
+#include "report/simulate_report.h"
+#include "simulation/cluster_models.h"
+#include "simulation/job.h"
+#include "util/status.h"
+
+namespace prism {
+
+struct SimulationOptions {
+  ModelOptions models;
+  bool fold = true;               // one representative per class of identical ranks
+  std::vector<Rank> trace_ranks;  // ranks whose executed ops the result's trace holds
+};
+
+// Replays `g` on `cluster` with models built from `o` (a fresh set per call).
+// A deadlock or an out-of-memory rank is a result, not an error.
+Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& cluster,
+                                    const SimulationOptions& o);
+
+struct JobSimulation {
+  ReplayResult replay;  // its trace holds o.trace_ranks only
+  SimulateSummary summary;
+};
+
+// Replays the job's graph on its cluster and summarizes it. Each role's
+// first rank is traced too, for its breakdown. A deadlock of a built job is
+// an error (a builder defect).
+Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions& o);
+
+// `prism collective`'s nccl-tests-style rows, from the NCCL model of
+// `cluster` restricted to `selection` (net/collective_sweep.h).
+Result<std::vector<SweepRow>> sweep_collective(const ClusterSpec& cluster,
+                                               const NcclSelection& selection,
+                                               const SweepOptions& o);
+
+}  // namespace prism

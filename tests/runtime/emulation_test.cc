@@ -1,0 +1,130 @@
+// runtime::Emulation without the `prism` binary: real rank_player processes
+// (examples/rank_player) against the coordinator, on the small GPT job of the
+// CLI's golden tests (16 ranks, a 10 ms iteration), and its rejections.
+// Emulated times depend on this machine, so only their structure is checked
+// (tests/cli/emulate_test.cc runs the same through the CLI, with loose bounds).
+#include "runtime/emulation.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "util/file.h"
+
+namespace prism::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+const std::string kPlayer = PRISM_BINARY_DIR "/bin/rank_player";
+const std::string kJob = PRISM_SOURCE_DIR "/tests/cli/data/job_small.yaml";
+
+class EmulationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = (fs::temp_directory_path() / "prism_emulation_test.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    tmp_ = templ;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);
+  }
+  // The job's ranks `ranks` run rank_player; any free port for the store.
+  static EmulationOptions options(const std::string& ranks) {
+    EmulationOptions o;
+    o.job.job_path = kJob;
+    o.real_ranks = ranks;
+    o.program = {kPlayer};
+    o.master_port = 0;
+    o.timeout_s = 60;
+    return o;
+  }
+  std::string tmp_;
+};
+
+TEST_F(EmulationTest, RealRanksGetTheReplayedTimeBesideThePrediction) {
+  EmulationOptions o = options("0,15");
+  o.report_path = tmp_ + "/r.json";
+  o.trace_path = tmp_ + "/t.json";
+  Emulation emulation(o);
+  Result<EmulationResult> r = emulation.run();
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  const EmulateSummary& s = r.value().summary;
+  EXPECT_FALSE(r.value().real_rank_failed);
+  EXPECT_EQ(s.job, "gpt-small");
+  EXPECT_EQ(s.world_size, 16);
+  EXPECT_EQ(s.program, kPlayer);
+  EXPECT_TRUE(s.out_of_memory.empty());
+  ASSERT_EQ(s.emulated.live.size(), 2u);
+  ASSERT_EQ(s.predicted.size(), 2u);
+  EXPECT_GT(s.predicted_iteration_time.seconds(), 0.009);
+  EXPECT_GT(s.emulated.replay.iteration_time.seconds(), 0.009);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const LiveRankReport& live = s.emulated.live[i];
+    EXPECT_EQ(live.rank, i == 0 ? 0 : 15);
+    EXPECT_EQ(live.exit_code, 0);
+    EXPECT_EQ(live.ops, live.graph_ops);
+    EXPECT_EQ(live.compute + live.wait, live.iteration_time);
+    // Its time, not bounded here: tests/cli/emulate_test.cc checks it loosely.
+    EXPECT_GT(live.iteration_time.seconds(), 0);
+    EXPECT_GT(s.predicted[i].seconds(), 0.009);
+  }
+  EXPECT_EQ(s.emulated.live[0].ops, 99);  // its communication ops in the graph
+  EXPECT_FALSE(s.emulated.computed.empty());
+
+  ASSERT_TRUE(emulation.write_outputs(r.value()).is_ok());
+  Result<std::string> report = read_file(tmp_ + "/r.json");
+  ASSERT_TRUE(report.is_ok());
+  EXPECT_EQ(report.value(), format_emulate_json(s));
+  Result<std::string> trace = read_file(tmp_ + "/t.json");
+  ASSERT_TRUE(trace.is_ok());
+  EXPECT_THAT(trace.value(), HasSubstr(R"("args":{"measured":true})"));
+}
+
+TEST_F(EmulationTest, RealRanksOutsideTheJobAreRefused) {
+  Emulation emulation(options("3,16"));
+  Result<EmulationResult> r = emulation.run();
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("--real-ranks"));
+}
+
+TEST_F(EmulationTest, AJobWithAModelCapturesNothing) {
+  EmulationOptions o = options("0");
+  o.slices_dir = tmp_ + "/s";
+  Emulation emulation(o);
+  Result<EmulationResult> r = emulation.run();
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("--slices " + tmp_ +
+                                              "/s: job 'gpt-small' has a model section, so its "
+                                              "graph is the model's and no rank is captured"));
+  EXPECT_FALSE(fs::exists(tmp_ + "/s"));
+}
+
+TEST_F(EmulationTest, AGraphOfAnotherWorldIsRefused) {
+  EmulationOptions o = options("0");
+  o.graph_path = PRISM_SOURCE_DIR "/examples/graphs/gpt_tp2_pp2_dp2.json";
+  Emulation emulation(o);
+  Result<EmulationResult> r = emulation.run();
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("a graph of 8 ranks; job 'gpt-small' has 16"));
+}
+
+TEST_F(EmulationTest, ARankThatExitsBeforeConnectingEndsTheRun) {
+  EmulationOptions o = options("2");
+  o.program = {"/bin/sh", "-c", "exit 7"};
+  Emulation emulation(o);
+  Result<EmulationResult> r = emulation.run();
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_THAT(r.status().message(),
+              ::testing::MatchesRegex("real rank 2 \\(pid [0-9]+\\) exited with code 7 before it "
+                                      "connected to the coordinator.*"));
+}
+
+}  // namespace
+}  // namespace prism::runtime
