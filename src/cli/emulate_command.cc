@@ -282,9 +282,9 @@ Result<int> EmulateCommand::run() const {
     std::error_code ec;
     std::filesystem::create_directories(capture_dir_, ec);
     if (ec) return Status::io_error(fmt::format("--capture {}: {}", capture_dir_, ec.message()));
-    for (const runtime::RankCapture& c : out.captures) {
+    for (const RankCapture& c : out.captures) {
       PRISM_RETURN_IF_ERROR(write_file_atomic(fmt::format("{}/rank{}.json", capture_dir_, c.rank),
-                                              runtime::format_capture_json(c)));
+                                              format_capture_json(c)));
     }
   }
   if (!s.out_of_memory.empty()) return kExitOutOfMemory;

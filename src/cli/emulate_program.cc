@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "runtime/program_capture.h"
+#include "slicing/capture_graph.h"
 #include "util/check.h"
 #include "util/file.h"
-#include "workload/capture_graph.h"
 
 namespace prism {
 
@@ -97,7 +97,7 @@ Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
   env.master_port = store->port();
   runtime::Launcher launcher(runtime::stdio_sink(stdout, stderr));
   PRISM_RETURN_IF_ERROR(launcher.start(rank, run.program, rank_env(env, rank)).status());
-  Result<runtime::RankCapture> done = capture.run([&] {
+  Result<RankCapture> done = capture.run([&] {
     if (stop.load()) {
       stopped = true;
       return Status::invalid_argument("stopped: a capture beside it failed");
@@ -117,7 +117,7 @@ Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
                     "capture is not trusted",
                     rank, e.pid, e.describe()));
   }
-  return runtime::format_capture_json(done.value());
+  return format_capture_json(done.value());
 }
 
 // Captures role `ri` as `rank`, writes it to --slices, and parses it.

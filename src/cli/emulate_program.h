@@ -12,8 +12,8 @@
 #include "graph/graph.h"
 #include "runtime/launcher.h"
 #include "runtime/rendezvous_store.h"
+#include "slicing/slices.h"
 #include "util/status.h"
-#include "workload/slices.h"
 
 namespace prism {
 
@@ -64,7 +64,7 @@ struct SliceCaptureRun {
 };
 
 // Builds the graph of a program's job (no model section) from captures:
-// for each role of the job's layout (workload/slices.h), one rank runs
+// for each role of the job's layout (slicing/slices.h), one rank runs
 // the program with virtual peers that answer at once
 // (runtime/program_capture.h), run.jobs roles at a time in role order, with
 // progress on stderr. Each role's rank is its lowest real rank, else its

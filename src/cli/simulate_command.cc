@@ -21,9 +21,9 @@
 #include "report/chrome_trace.h"
 #include "report/memory_report.h"
 #include "report/simulate_report.h"
+#include "slicing/slices.h"
 #include "util/file.h"
 #include "workload/model_stats.h"
-#include "workload/slices.h"
 
 namespace prism {
 namespace {

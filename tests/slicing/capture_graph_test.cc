@@ -1,6 +1,7 @@
 // graph_from_capture: a data-parallel program's graph from one rank's
 // capture, and every way a capture or a job is refused.
-#include "workload/capture_graph.h"
+#include "slicing/capture_graph.h"
+#include "slicing/slices.h"
 
 #include <map>
 
