@@ -51,7 +51,7 @@ class ProgramOfCapture {
     return Status::ok();
   }
   void depend_on_pending() {
-    for (int op : pending_deps_) builder_.add_deps({op});
+    for (int op : pending_deps_) builder_.add_dep(op);
     pending_deps_.clear();
   }
   // The next host op waits for `op`.
@@ -182,7 +182,7 @@ class ProgramOfCapture {
     }
     if (o.group != 0) builder_.set_group(index, o.group);
     // The op starts once the host has issued it.
-    if (last_host_op_ != kNone) builder_.add_deps({last_host_op_});
+    if (last_host_op_ != kNone) builder_.add_dep(last_host_op_);
     op_ids_[o.op_id] = index;
     unspent_.insert(o.op_id);
     return Status::ok();
@@ -202,8 +202,7 @@ class ProgramOfCapture {
     const std::uint32_t id = *unspent_.begin();
     unspent_.erase(unspent_.begin());
     const int op = op_ids_[id];
-    if (w.until != wire::kNoLimit &&
-        builder_.role().ops[static_cast<std::size_t>(op)].kind != OpKind::kRecv) {
+    if (w.until != wire::kNoLimit && builder_.op(op).kind != OpKind::kRecv) {
       polled_.push_back(op);  // a poll: the real wait is not on the wire
     } else {
       // A received tensor is waited for before the host goes on with it:
