@@ -11,7 +11,7 @@
 // A trace is a DAG per rank with no streams and names concrete ranks; a graph
 // has streams and roles and names slots. Export writes every op of a rank's
 // role as one node whose id is the op's index; import rebuilds one program per
-// rank and shares roles through assemble_graph() (workload/rank_program.h).
+// rank and shares roles through assemble_graph() (slicing/rank_program.h).
 #pragma once
 
 #include <filesystem>

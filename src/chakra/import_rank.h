@@ -1,5 +1,5 @@
 // Internal to import_chakra() (chakra/import.cc): one rank's trace as a
-// RankProgram (workload/rank_program.h).
+// RankProgram (slicing/rank_program.h).
 //
 // A trace is a DAG of nodes with no streams; a program is ops on streams in
 // issue order. The issue order is a topological order of the DAG, the lowest
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "chakra/et_file.h"
-#include "workload/rank_program.h"
+#include "slicing/rank_program.h"
 
 namespace prism::chakra {
 

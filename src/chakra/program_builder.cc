@@ -54,7 +54,7 @@ Result<bool> is_op_node(const Node& n, const Place& where) {
 }
 
 ProgramBuilder::ProgramBuilder(Rank rank, const ImportContext& ctx, const std::string& source)
-    : rank_(rank), ctx_(ctx), source_(source) {
+    : rank_(rank), ctx_(ctx), source_(source), role_("", {}) {
   program_.rank = rank;
   program_.source = source;
 }
@@ -66,18 +66,6 @@ Status ProgramBuilder::start(const ChakraProtoMsg::GlobalMetadata& meta) {
   if (streams) named_streams_ = *streams;
   for (const std::string& s : named_streams_) stream_named(s);
   return Status::ok();
-}
-
-std::int32_t ProgramBuilder::intern(std::vector<std::string>* table,
-                                    std::unordered_map<std::string, std::int32_t>* index,
-                                    const std::string& s) {
-  const auto [it, added] = index->try_emplace(s, static_cast<std::int32_t>(table->size()));
-  if (added) table->push_back(s);
-  return it->second;
-}
-
-int ProgramBuilder::stream_named(const std::string& name) {
-  return intern(&program_.role.streams, &stream_index_, name);
 }
 
 Result<int> ProgramBuilder::stream_at(std::int64_t k, const Place& where) {
@@ -131,16 +119,11 @@ Status ProgramBuilder::add(const Node& n, const std::vector<std::int32_t>& deps)
       PRISM_RETURN_IF_ERROR(untimed(n, at, &op));
       break;
   }
-  Role& role = program_.role;
-  if (!n.name().empty()) op.name = intern(&role.names, &name_index_, n.name());
+  const int i = role_.add(op, n.name());
   // Stream order already covers earlier ops of the op's own stream.
-  op.deps_begin = static_cast<std::uint32_t>(role.deps.size());
   for (std::int32_t d : deps)
-    if (role.ops[d].stream != op.stream) role.deps.push_back(d);
-  op.deps_end = static_cast<std::uint32_t>(role.deps.size());
-  if (op.kind == OpKind::kAlloc)
-    alloc_of_node_[n.id()] = static_cast<std::int32_t>(role.ops.size());
-  role.ops.push_back(op);
+    if (role_.op(d).stream != op.stream) role_.add_dep(d);
+  if (op.kind == OpKind::kAlloc) alloc_of_node_[n.id()] = i;
   return Status::ok();
 }
 
@@ -176,8 +159,7 @@ Status ProgramBuilder::compute(const Node& n, const Place& where, Op* op) {
     if (!(cost.flops >= 0 && cost.flops <= kMaxCostFlops))
       return fail(where, fmt::format("num_ops {} is outside 0..1e30", cost.flops));
     PRISM_ASSIGN_OR_RETURN(cost.bytes_accessed, bytes_attr(a, kTensorSize, where, false));
-    op->cost = static_cast<std::int32_t>(program_.role.costs.size());
-    program_.role.costs.push_back(cost);
+    op->cost = role_.add_cost(cost);
     return Status::ok();
   }
   const std::int64_t max_us = kMaxOpDuration.ns / 1000;
@@ -300,7 +282,7 @@ Status ProgramBuilder::untimed(const Node& n, const Place& where, Op* op) {
     default: {  // event record / wait
       PRISM_ASSIGN_OR_RETURN(const auto event, string_attr(a, kPrismEvent, where));
       if (!event || event->empty()) return fail(where, "an event op with no event name");
-      op->ref = intern(&program_.role.events, &event_index_, *event);
+      op->ref = role_.event(*event);
       return Status::ok();
     }
   }
@@ -328,7 +310,8 @@ Status ProgramBuilder::free_op(const Node& n, const Place& where, Op* op) {
 }
 
 RankProgram ProgramBuilder::finish() && {
-  if (program_.role.streams.empty()) program_.role.streams.push_back("compute");
+  if (role_.role().streams.empty()) role_.stream("compute");
+  program_.role = std::move(role_).build();
   return std::move(program_);
 }
 

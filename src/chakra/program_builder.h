@@ -10,6 +10,7 @@
 
 #include "chakra/attributes.h"
 #include "chakra/import_rank.h"
+#include "graph/role_builder.h"
 
 namespace prism::chakra {
 
@@ -32,9 +33,7 @@ class ProgramBuilder {
   Result<int> stream_of(const ChakraProtoMsg::Node& n, const Place& where);
   // The role stream of the trace's stream index `k` (a "stream" attribute).
   Result<int> stream_at(std::int64_t k, const Place& where);
-  int stream_named(const std::string& name);
-  std::int32_t intern(std::vector<std::string>* table,
-                      std::unordered_map<std::string, std::int32_t>* index, const std::string& s);
+  int stream_named(const std::string& name) { return role_.stream(name); }
 
   Status compute(const ChakraProtoMsg::Node& n, const Place& where, Op* op);
   Status collective(const ChakraProtoMsg::Node& n, const Place& where, Op* op);
@@ -47,9 +46,9 @@ class ProgramBuilder {
   Rank rank_;
   const ImportContext& ctx_;
   std::string source_;
-  RankProgram program_;
+  RankProgram program_;  // its role is built in role_
+  RoleBuilder role_;
   std::vector<std::string> named_streams_;  // prism_streams: "stream" attr -> name
-  std::unordered_map<std::string, std::int32_t> stream_index_, name_index_, event_index_;
   std::unordered_map<std::string, std::int32_t> comm_index_;       // pg_name -> comms index
   std::unordered_map<Rank, std::int32_t> peer_index_;              // rank -> peers index
   std::unordered_map<std::uint64_t, std::int32_t> alloc_of_node_;  // node id -> its alloc op

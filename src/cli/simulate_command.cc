@@ -13,8 +13,8 @@
 #include "report/chrome_trace.h"
 #include "report/simulate_report.h"
 #include "simulation/simulation.h"
+#include "slicing/slices.h"
 #include "util/file.h"
-#include "workload/slices.h"
 
 namespace prism {
 namespace {

@@ -37,7 +37,7 @@ class SimulateCommand {
 
 // `prism build JOB.yaml -o GRAPH`: writes the graph `prism simulate` would
 // replay, for `prism replay` and the emulator. With --from-slices DIR, the
-// graph is built from captured ranks (workload/slices.h), one per role; a
+// graph is built from captured ranks (slicing/slices.h), one per role; a
 // program's job (no model section) needs one for every role.
 class BuildCommand {
  public:

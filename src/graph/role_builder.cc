@@ -1,34 +1,42 @@
 #include "graph/role_builder.h"
 
-#include <algorithm>
 #include <utility>
 
 namespace prism {
 
 RoleBuilder::RoleBuilder(std::string name, std::vector<std::string> streams) {
   role_.name = std::move(name);
-  role_.streams = std::move(streams);
+  for (const std::string& s : streams) {
+    streams_.try_emplace(s, static_cast<int>(role_.streams.size()));
+    role_.streams.push_back(s);
+  }
 }
 
-int RoleBuilder::intern(std::vector<std::string>* table, std::string_view s) {
-  auto it = std::find(table->begin(), table->end(), s);
-  if (it != table->end()) return static_cast<int>(it - table->begin());
+int RoleBuilder::intern(std::vector<std::string>* table, Index* index, std::string_view s) {
+  // absl's own string_view: Debian builds abseil without std::string_view.
+  const auto it = index->find(absl::string_view(s.data(), s.size()));
+  if (it != index->end()) return it->second;
+  const int i = static_cast<int>(table->size());
+  index->emplace(s, i);
   table->emplace_back(s);
-  return static_cast<int>(table->size() - 1);
+  return i;
 }
 
-int RoleBuilder::push(Op op, std::string_view name) {
-  if (!name.empty()) op.name = intern(&role_.names, name);
+int RoleBuilder::add(Op op, std::string_view name) {
+  if (!name.empty()) op.name = this->name(name);
   op.deps_begin = op.deps_end = static_cast<std::uint32_t>(role_.deps.size());
   role_.ops.push_back(op);
   return static_cast<int>(role_.ops.size() - 1);
 }
 
 void RoleBuilder::add_deps(std::initializer_list<int> deps) {
-  Op& op = role_.ops.back();
+  for (int d : deps) add_dep(d);
+}
+
+void RoleBuilder::add_dep(int dep) {
   // Only the last op's deps may grow: they sit at the end of Role::deps.
-  for (int d : deps) role_.deps.push_back(d);
-  op.deps_end = static_cast<std::uint32_t>(role_.deps.size());
+  role_.deps.push_back(dep);
+  role_.ops.back().deps_end = static_cast<std::uint32_t>(role_.deps.size());
 }
 
 int RoleBuilder::compute(int stream, SimTime duration, std::string_view name,
@@ -37,7 +45,7 @@ int RoleBuilder::compute(int stream, SimTime duration, std::string_view name,
   op.kind = OpKind::kCompute;
   op.stream = static_cast<std::uint16_t>(stream);
   op.duration = duration;
-  const int i = push(op, name);
+  const int i = add(op, name);
   add_deps(deps);
   return i;
 }
@@ -46,13 +54,17 @@ int RoleBuilder::compute_cost(int stream, const KernelCost& cost, std::string_vi
   Op op;
   op.kind = OpKind::kCompute;
   op.stream = static_cast<std::uint16_t>(stream);
-  op.cost = static_cast<std::int32_t>(role_.costs.size());
+  op.cost = add_cost(cost);
+  return add(op, name);
+}
+
+int RoleBuilder::add_cost(const KernelCost& cost) {
   role_.costs.push_back(cost);
-  return push(op, name);
+  return static_cast<int>(role_.costs.size() - 1);
 }
 
 int RoleBuilder::collective(int stream, int slot, CollectiveKind kind, Bytes bytes, DType dtype,
-                            int root) {
+                            int root, std::string_view name) {
   Op op;
   op.kind = OpKind::kCollective;
   op.stream = static_cast<std::uint16_t>(stream);
@@ -61,64 +73,71 @@ int RoleBuilder::collective(int stream, int slot, CollectiveKind kind, Bytes byt
   op.bytes = bytes;
   op.dtype = dtype;
   op.arg = root;
-  return push(op);
+  return add(op, name);
 }
 
-int RoleBuilder::send(int stream, int peer_slot, Bytes bytes, int tag) {
+int RoleBuilder::send(int stream, int peer_slot, Bytes bytes, int tag, std::string_view name) {
   Op op;
   op.kind = OpKind::kSend;
   op.stream = static_cast<std::uint16_t>(stream);
   op.ref = peer_slot;
   op.bytes = bytes;
   op.arg = tag;
-  return push(op);
+  return add(op, name);
 }
 
-int RoleBuilder::recv(int stream, int peer_slot, Bytes bytes, int tag) {
-  const int i = send(stream, peer_slot, bytes, tag);
+int RoleBuilder::recv(int stream, int peer_slot, Bytes bytes, int tag, std::string_view name) {
+  const int i = send(stream, peer_slot, bytes, tag, name);
   role_.ops[i].kind = OpKind::kRecv;
   return i;
 }
 
-int RoleBuilder::alloc(int stream, Bytes bytes) {
+int RoleBuilder::alloc(int stream, Bytes bytes, std::string_view name) {
   Op op;
   op.kind = OpKind::kAlloc;
   op.stream = static_cast<std::uint16_t>(stream);
   op.bytes = bytes;
-  return push(op);
+  return add(op, name);
 }
 
 int RoleBuilder::free(int stream, int alloc_op, std::initializer_list<int> record_streams) {
+  std::int32_t mask = 0;
+  for (int s : record_streams) mask |= 1 << s;
+  return free_masked(stream, alloc_op, mask);
+}
+
+int RoleBuilder::free_masked(int stream, int alloc_op, std::int32_t record_mask,
+                             std::string_view name) {
   Op op;
   op.kind = OpKind::kFree;
   op.stream = static_cast<std::uint16_t>(stream);
   op.ref = alloc_op;
-  for (int s : record_streams) op.arg |= 1 << s;
+  op.arg = record_mask;
   op.bytes = role_.ops[alloc_op].bytes;
-  return push(op);
+  return add(op, name);
 }
 
-int RoleBuilder::record(int stream, std::string_view event) {
+int RoleBuilder::record(int stream, std::string_view event, std::string_view name) {
   Op op;
   op.kind = OpKind::kEventRecord;
   op.stream = static_cast<std::uint16_t>(stream);
-  op.ref = intern(&role_.events, event);
-  return push(op);
+  op.ref = this->event(event);
+  return add(op, name);
 }
 
-int RoleBuilder::wait(int stream, std::string_view event) {
-  const int i = record(stream, event);
+int RoleBuilder::wait(int stream, std::string_view event, std::string_view name) {
+  const int i = record(stream, event, name);
   role_.ops[i].kind = OpKind::kEventWait;
   return i;
 }
 
-int RoleBuilder::marker(int stream, MarkerKind kind, int index) {
+int RoleBuilder::marker(int stream, MarkerKind kind, int index, std::string_view name) {
   Op op;
   op.kind = OpKind::kMarker;
   op.stream = static_cast<std::uint16_t>(stream);
   op.marker = kind;
   op.arg = index;
-  return push(op);
+  return add(op, name);
 }
 
 }  // namespace prism

@@ -12,8 +12,8 @@
 
 #include "graph/op.h"
 #include "kineto/trace_events.h"
+#include "slicing/rank_program.h"
 #include "util/status.h"
-#include "workload/rank_program.h"
 
 namespace prism::kineto {
 

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "slicing/rank_program.h"
 #include "util/status.h"
-#include "workload/rank_program.h"
 
 namespace prism {
 
@@ -77,7 +77,7 @@ struct KinetoImportOptions {
 // come from each trace's distributedInfo; when no trace has one, the files
 // are ranks 0..N-1 in the order given. Every rank must be covered exactly
 // once; a missing or repeated rank names the files. Ranks with equal
-// programs share a role (workload/rank_program.h); the result is finalized
+// programs share a role (slicing/rank_program.h); the result is finalized
 // and validated.
 Result<ExecutionGraph> import_kineto(const std::vector<std::filesystem::path>& files,
                                      const KinetoImportOptions& options = {});

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "graph/layout.h"
+#include "graph/role_builder.h"
 #include "util/units.h"
 
 namespace prism::kineto {
@@ -112,37 +113,27 @@ RankProgram ProgramBuilder::finish(KinetoSummary* summary) && {
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
 
-  Role& role = program_.role;
-  role.name = "kineto";
-  role.streams = std::move(streams_);
+  RoleBuilder role("kineto", std::move(streams_));
+  role.reserve(pending_.size());
   std::vector<std::int32_t> emitted(pending_.size(), kNone);  // pending -> op index
   std::vector<std::int32_t> event_name(static_cast<std::size_t>(num_events_), kNone);
-  std::unordered_map<std::string, std::int32_t> names;
   for (std::size_t i : order) {
-    Pending& p = pending_[i];
+    const Pending& p = pending_[i];
     Op op = p.op;
     if (op.kind == OpKind::kEventRecord || op.kind == OpKind::kEventWait) {
       std::int32_t& e = event_name[static_cast<std::size_t>(op.ref)];
-      if (e == kNone) {  // named in order of first use: rank-independent
-        e = static_cast<std::int32_t>(role.events.size());
-        role.events.push_back(fmt::format("event{}", e));
-      }
+      if (e == kNone)  // named in order of first use: rank-independent
+        e = role.event(fmt::format("event{}", role.role().events.size()));
       op.ref = e;
     }
     if (op.kind == OpKind::kFree) {
       op.ref = emitted[static_cast<std::size_t>(op.ref)];
       PRISM_CHECK(op.ref != kNone, "a free sorted before its alloc");
     }
-    if (!p.name.empty()) {
-      const auto [it, added] =
-          names.try_emplace(p.name, static_cast<std::int32_t>(role.names.size()));
-      if (added) role.names.push_back(std::move(p.name));
-      op.name = it->second;
-    }
-    emitted[i] = static_cast<std::int32_t>(role.ops.size());
-    role.ops.push_back(op);
+    emitted[i] = role.add(op, p.name);
     count(op, summary);
   }
+  program_.role = std::move(role).build();
   return std::move(program_);
 }
 

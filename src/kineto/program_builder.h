@@ -20,8 +20,8 @@
 #include "kineto/comm_args.h"
 #include "kineto/kineto.h"
 #include "kineto/trace_events.h"
+#include "slicing/rank_program.h"
 #include "util/status.h"
-#include "workload/rank_program.h"
 
 namespace prism::kineto {
 

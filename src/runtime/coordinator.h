@@ -26,7 +26,7 @@
 
 #include "graph/graph.h"
 #include "replay/live_replay.h"
-#include "runtime/capture.h"
+#include "slicing/capture_file.h"
 #include "util/status.h"
 #include "wire/address.h"
 
@@ -40,7 +40,7 @@ struct CoordinatorOptions {
   // A live rank silent this long while the emulation waits for it, or not
   // connected this long after the start, ends the emulation.
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
-  bool capture = false;  // keep each live rank's capture (runtime/capture.h)
+  bool capture = false;  // keep each live rank's capture (slicing/capture_file.h)
 };
 
 // One live rank's emulated time, per iteration (means over its iterations).

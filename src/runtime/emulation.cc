@@ -193,9 +193,9 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
         *store, launcher, [&](Rank r) { return coordinator.connected(r); }, "real");
   });
   if (!done.is_ok()) {
-    const std::string why = done.status().message() + exits_text(launcher);
+    const Status why = done.status().with_detail(exits_text(launcher));
     launcher.terminate_all(std::chrono::milliseconds(2000));
-    return Status::invalid_argument(why);
+    return why;
   }
   for (const RankExit& e : launcher.wait_all(env_.timeout())) {
     if (e.how == RankExit::How::kExited && e.code == 0) continue;

@@ -1,6 +1,6 @@
 // ProgramCapture: runs one real rank of a program that has no graph yet, and
-// records what it does (runtime/capture.h), so that a graph can be built
-// from it (workload/capture_graph.h).
+// records what it does (slicing/capture_file.h), so that a graph can be built
+// from it (slicing/capture_graph.h).
 //
 // The rank's virtual peers answer at once: each op completes when the rank
 // enters it. What the capture measures is then the program's own time, its
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "graph/layout.h"
-#include "runtime/capture.h"
+#include "slicing/capture_file.h"
 #include "util/status.h"
 #include "wire/address.h"
 

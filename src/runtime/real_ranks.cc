@@ -61,7 +61,7 @@ Status early_end(const RendezvousStore& store, Launcher& launcher,
     return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));
   for (const RankExit& e : launcher.poll_exits()) {
     if (!connected(e.rank))
-      return Status::invalid_argument(
+      return Status::unavailable(
           fmt::format("{} rank {} (pid {}) {} before it connected to the coordinator", who, e.rank,
                       e.pid, e.describe()));
   }

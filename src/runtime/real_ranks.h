@@ -12,6 +12,7 @@
 #include "graph/graph.h"
 #include "runtime/launcher.h"
 #include "runtime/rendezvous_store.h"
+#include "slicing/slices.h"
 #include "util/status.h"
 
 namespace prism::runtime {

@@ -10,17 +10,17 @@
 #include <fmt/format.h>
 
 #include "runtime/program_capture.h"
+#include "slicing/capture_graph.h"
 #include "util/check.h"
 #include "util/file.h"
-#include "workload/capture_graph.h"
 
 namespace prism::runtime {
 
 namespace {
 
-// One capture: the program runs as `rank`; its capture document, or why not.
+// One capture: the program runs as `rank`; what it did, or why not.
 // `stop` ends it early (a capture beside it failed); `stopped` then says so.
-Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& run, Rank rank,
+Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& run, Rank rank,
                                  const std::atomic<bool>& stop, bool& stopped) {
   ProgramCapture capture(
       ProgramCaptureOptions{rank, p.job.num_gpus, p.job.name, run.env.timeout()});
@@ -39,7 +39,7 @@ Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
   Result<RankCapture> done = capture.run([&] {
     if (stop.load()) {
       stopped = true;
-      return Status::invalid_argument("stopped: a capture beside it failed");
+      return Status::aborted("stopped: a capture beside it failed");
     }
     return early_end(
         *store, launcher, [&](Rank) { return capture.connected(); }, "captured");
@@ -56,10 +56,11 @@ Result<std::string> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
                     "capture is not trusted",
                     rank, e.pid, e.describe()));
   }
-  return format_capture_json(done.value());
+  return std::move(done).value();
 }
 
-// Captures role `ri` as `rank`, writes it to --slices, and parses it.
+// Captures role `ri` as `rank`, writes it to --slices, and reads its program
+// from the captured messages.
 Result<RankProgram> capture_role(const PreparedJob& p, const SliceCaptureRun& run,
                                  const SliceRoles& roles, std::size_t ri, Rank rank,
                                  const std::atomic<bool>& stop, bool& stopped) {
@@ -67,13 +68,13 @@ Result<RankProgram> capture_role(const PreparedJob& p, const SliceCaptureRun& ru
              "prism emulate: capturing role {} of {} ({}, {} ranks): rank {} runs with virtual "
              "peers that answer at once\n",
              ri + 1, roles.names.size(), roles.names[ri], roles.ranks[ri].size(), rank);
-  PRISM_ASSIGN_OR_RETURN(const std::string json, capture_rank(p, run, rank, stop, stopped));
+  PRISM_ASSIGN_OR_RETURN(const RankCapture captured, capture_rank(p, run, rank, stop, stopped));
   if (!run.slices_dir.empty())
-    PRISM_RETURN_IF_ERROR(
-        write_file_atomic(fmt::format("{}/slice-rank{}.json", run.slices_dir, rank), json));
+    PRISM_RETURN_IF_ERROR(write_file_atomic(
+        fmt::format("{}/slice-rank{}.json", run.slices_dir, rank), format_capture_json(captured)));
   PRISM_ASSIGN_OR_RETURN(
       RankProgram program,
-      program_from_capture(json, fmt::format("the capture of rank {}", rank), p.job.num_gpus));
+      program_from_capture(captured, fmt::format("the capture of rank {}", rank), p.job.num_gpus));
   std::size_t comm = 0;
   for (const Op& op : program.role.ops) comm += is_communication(op.kind) ? 1 : 0;
   fmt::print(stderr, "prism emulate: captured rank {}: {} communication ops, {} ops in all\n", rank,

@@ -1,7 +1,7 @@
 // The captures of a program that has no graph yet (a job without a model
 // section): one rank per role runs the program with virtual peers that
 // answer at once (runtime/program_capture.h), and the job's graph is built
-// from what they did (workload/slices.h).
+// from what they did (slicing/slices.h).
 #pragma once
 
 #include <string>
@@ -10,8 +10,8 @@
 #include "graph/graph.h"
 #include "runtime/real_ranks.h"
 #include "simulation/job.h"
+#include "slicing/slices.h"
 #include "util/status.h"
-#include "workload/slices.h"
 
 namespace prism::runtime {
 
@@ -25,7 +25,7 @@ struct SliceCaptureRun {
 };
 
 // Builds the graph of a program's job (no model section) from captures:
-// for each role of the job's layout (workload/slices.h), one rank runs
+// for each role of the job's layout (slicing/slices.h), one rank runs
 // the program with virtual peers that answer at once
 // (runtime/program_capture.h), run.jobs roles at a time in role order, with
 // progress on stderr. Each role's rank is its lowest real rank, else its

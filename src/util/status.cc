@@ -38,4 +38,9 @@ Status Status::with_context(std::string_view context) const {
   return Status(rep_->code, std::string(context) + ": " + rep_->message);
 }
 
+Status Status::with_detail(std::string_view detail) const {
+  if (is_ok()) return *this;
+  return Status(rep_->code, rep_->message + std::string(detail));
+}
+
 }  // namespace prism

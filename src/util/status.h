@@ -61,6 +61,8 @@ class [[nodiscard]] Status {
   const std::string& message() const;
   // The same status with `context` prepended ("context: message").
   Status with_context(std::string_view context) const;
+  // The same status with `detail` appended to its message, as written.
+  Status with_detail(std::string_view detail) const;
 
  private:
   struct Rep {

@@ -5,7 +5,6 @@
 #include <map>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -17,23 +16,6 @@
 
 namespace prism {
 namespace megatron {
-
-std::int32_t StageBuilder::intern(std::vector<std::string>* table,
-                                  std::unordered_map<std::string, std::int32_t>* index,
-                                  std::string_view s) {
-  auto [it, inserted] =
-      index->try_emplace(std::string(s), static_cast<std::int32_t>(table->size()));
-  if (inserted) table->emplace_back(s);
-  return it->second;
-}
-
-Op& StageBuilder::emit(OpKind kind, std::uint16_t stream, std::string_view name) {
-  Op& op = role_.ops.emplace_back();
-  op.kind = kind;
-  op.stream = stream;
-  op.name = intern(&role_.names, &name_index_, name);
-  return op;
-}
 
 // A kernel's time is looked up (database or curve) once per distinct
 // signature of the job; later uses reuse it.
@@ -47,7 +29,7 @@ void StageBuilder::kernel(const Kernel& k, std::string_view name) {
     use.measured = km_.measured(k);
   }
   ++use.count;
-  emit(OpKind::kCompute, kCompute, name).duration = use.time;
+  b_.compute(kCompute, use.time, name);
 }
 
 void StageBuilder::gemm_fwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name,
@@ -64,29 +46,23 @@ void StageBuilder::gemm_bwd(std::int64_t m, std::int64_t n, std::int64_t k, std:
 
 int StageBuilder::collective(CollectiveKind kind, std::uint16_t stream, int slot,
                              std::int64_t bytes, std::string_view name, DType dtype) {
-  Op& op = emit(OpKind::kCollective, stream, name);
-  op.collective = kind;
-  op.ref = slot;
-  op.bytes = Bytes{bytes};
-  op.dtype = dtype;
-  return static_cast<int>(role_.ops.size() - 1);
+  return b_.collective(stream, slot, kind, Bytes{bytes}, dtype, 0, name);
 }
 
 void StageBuilder::p2p(OpKind kind, std::uint16_t stream, int slot, std::int64_t bytes,
                        std::int32_t tag, std::string_view name, std::uint32_t group) {
-  Op& op = emit(kind, stream, name);
-  op.ref = slot;
-  op.arg = tag;
-  op.bytes = Bytes{bytes};
-  op.group = group;
+  PRISM_CHECK(kind == OpKind::kSend || kind == OpKind::kRecv, "p2p of a non-transfer");
+  const int i = kind == OpKind::kSend ? b_.send(stream, slot, Bytes{bytes}, tag, name)
+                                      : b_.recv(stream, slot, Bytes{bytes}, tag, name);
+  b_.set_group(i, group);
 }
 
 void StageBuilder::record(std::uint16_t stream, std::string_view event) {
-  emit(OpKind::kEventRecord, stream, "event").ref = intern(&role_.events, &event_index_, event);
+  b_.record(stream, event, "event");
 }
 
 void StageBuilder::wait(std::uint16_t stream, std::string_view event) {
-  emit(OpKind::kEventWait, stream, "event").ref = intern(&role_.events, &event_index_, event);
+  b_.wait(stream, event, "event");
 }
 
 // The hidden state a layer of `chunk` hands on: the next layer's input, or
@@ -102,9 +78,7 @@ static std::string_view output_name(int layer, int layers, bool has_output_peer)
 // the send is issued (Megatron's deallocate_output_data; the input gradient
 // simply goes out of scope); a received one when it has been consumed.
 void StageBuilder::forward(int chunk, int mb) {
-  Op& marker = emit(OpKind::kMarker, kCompute, "microbatch");
-  marker.marker = MarkerKind::kMicrobatch;
-  marker.arg = mb;
+  b_.marker(kCompute, MarkerKind::kMicrobatch, mb, "microbatch");
   const std::int64_t p2p_bytes = kBf16 * x_.Tsp * x_.h;
   if (has_input_peer(chunk)) {
     // The first layer's input (its "norm1_input"), kept until its backward.
@@ -350,9 +324,7 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   alloc(params * kBf16, "weights");
   alloc(params * kFp32, "grad_buffer");
   alloc(opt * 3 * kFp32, "optimizer_state");
-  Op& it = emit(OpKind::kMarker, kCompute, "iteration");
-  it.marker = MarkerKind::kIteration;
-  it.arg = 0;
+  b_.marker(kCompute, MarkerKind::kIteration, 0, "iteration");
   mem("zero_grad", params * kFp32);
   if (tr.overlap_param_gather) param_gather(true);
 
@@ -366,7 +338,7 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   }
   PRISM_CHECK(saved_.empty(), "a forward's tensors were never freed");
   finish_iteration();
-  return std::move(role_);
+  return std::move(b_).build();
 }
 
 }  // namespace megatron

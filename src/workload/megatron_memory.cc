@@ -13,20 +13,14 @@
 namespace prism::megatron {
 
 int StageBuilder::alloc(std::int64_t bytes, std::string_view name) {
-  emit(OpKind::kAlloc, kCompute, name).bytes = Bytes{bytes};
-  return static_cast<int>(role_.ops.size() - 1);
+  return b_.alloc(kCompute, Bytes{bytes}, name);
 }
 
 // The free carries its alloc's name, so a graph reads "alloc X ... free X".
 void StageBuilder::free(int alloc_op, std::int32_t record_streams) {
-  PRISM_CHECK(alloc_op >= 0 && role_.ops[alloc_op].kind == OpKind::kAlloc, "free of a non-alloc");
-  const Op& a = role_.ops[alloc_op];
-  const Bytes bytes = a.bytes;
-  const std::string name = role_.names[a.name];
-  Op& op = emit(OpKind::kFree, kCompute, name);
-  op.ref = alloc_op;
-  op.arg = record_streams;
-  op.bytes = bytes;
+  PRISM_CHECK(alloc_op >= 0 && b_.op(alloc_op).kind == OpKind::kAlloc, "free of a non-alloc");
+  const std::string name = b_.role().names[b_.op(alloc_op).name];
+  b_.free_masked(kCompute, alloc_op, record_streams, name);
 }
 
 static const ActivationTensor* find(const std::vector<ActivationTensor>& list,
@@ -103,7 +97,7 @@ void StageBuilder::check_holds(const std::vector<ActivationTensor>& tensors) con
   for (const ActivationTensor& t : tensors) {
     const auto it = layer_.find(t.name);
     PRISM_CHECK(it != layer_.end(), fmt::format("activation '{}' was not allocated", t.name));
-    PRISM_CHECK(role_.ops[it->second.op].bytes.count == t.bytes,
+    PRISM_CHECK(b_.op(it->second.op).bytes.count == t.bytes,
                 fmt::format("activation '{}' allocated with the wrong size", t.name));
   }
 }

@@ -21,11 +21,11 @@
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "compute/kernel_model.h"
 #include "graph/graph.h"
+#include "graph/role_builder.h"
 #include "workload/job_spec.h"
 #include "workload/megatron.h"
 #include "workload/megatron_shapes.h"
@@ -43,6 +43,13 @@ enum Stream : std::uint16_t {
 };
 inline const std::vector<std::string> kStreamNames = {
     "compute", "dp", "pp_send_fwd", "pp_send_bwd", "pp_recv_fwd", "pp_recv_bwd", "cp"};
+
+// The streams of a stage: "cp" only with context parallelism.
+inline std::vector<std::string> stage_streams(const Dims& x) {
+  std::vector<std::string> s = kStreamNames;
+  if (x.c == 1) s.pop_back();
+  return s;
+}
 
 // A free's record-stream mask (Op::arg) for one stream.
 constexpr std::int32_t stream_bit(Stream s) {
@@ -96,10 +103,8 @@ class StageBuilder {
         stage_(stage),
         p_(job.pp()),
         v_(job.vpp()),
-        uses_(*uses) {
-    role_.name = "stage" + std::to_string(stage);
-    role_.streams = kStreamNames;
-    if (x_.c == 1) role_.streams.pop_back();
+        uses_(*uses),
+        b_("stage" + std::to_string(stage), stage_streams(x_)) {
     layers_per_chunk_ = job.layers_on_stage(stage) / v_;
     lp_ = layer_params(job, x_);
     JobSpec no_recompute = job;
@@ -116,9 +121,6 @@ class StageBuilder {
   bool has_input_peer(int chunk) const { return stage_ > 0 || chunk > 0; }
   bool has_output_peer(int chunk) const { return stage_ < p_ - 1 || chunk < v_ - 1; }
 
-  Op& emit(OpKind kind, std::uint16_t stream, std::string_view name);
-  std::int32_t intern(std::vector<std::string>* table,
-                      std::unordered_map<std::string, std::int32_t>* index, std::string_view s);
   void kernel(const Kernel& k, std::string_view name);
   void gemm_fwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name,
                 std::int64_t batch = 1);
@@ -225,8 +227,7 @@ class StageBuilder {
   int layers_per_chunk_ = 0;
   LayerParams lp_;
   std::map<std::string, KernelUse>& uses_;
-  Role role_;
-  std::unordered_map<std::string, std::int32_t> name_index_, event_index_;
+  RoleBuilder b_;
 
   // Memory. The tensors each layer keeps (kept_: this job's list; all_tensors_:
   // without recompute, what full recompute re-makes). saved_: what the

@@ -10,12 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "graph/role_builder.h"
 #include "graph/validate.h"
 
 namespace prism {
 namespace {
 
-// Op names, stored once per role; Op::name indexes this table.
+// Op names, each role's name table in this order.
 enum class Name : std::int32_t {
   kAttentionForward,
   kMlpForward,
@@ -52,7 +53,11 @@ struct SlotIds {
 class StageBuilder {
  public:
   StageBuilder(const Synthetic3DOptions& o, const SlotIds& slots, int stage, Role* role)
-      : o_(o), slots_(slots), stage_(stage), role_(*role) {
+      : o_(o),
+        slots_(slots),
+        stage_(stage),
+        role_(*role),
+        b_("stage" + std::to_string(stage), {"compute", "dp"}) {
     num_buckets_ = (o.layers_per_stage + o.layers_per_bucket - 1) / o.layers_per_bucket;
   }
 
@@ -66,10 +71,8 @@ class StageBuilder {
   std::int32_t params_updated_event() const { return num_buckets_ + 1; }
   std::int32_t params_gathered_event() const { return num_buckets_ + 2; }
 
-  Op& emit(OpKind kind, std::uint16_t stream, Name name);
-  void compute(SimTime duration, Name name) {
-    emit(OpKind::kCompute, kComputeStream, name).duration = duration;
-  }
+  static std::string_view name(Name n) { return kNames[static_cast<std::size_t>(n)]; }
+  void compute(SimTime duration, Name n) { b_.compute(kComputeStream, duration, name(n)); }
   void collective(CollectiveKind kind, std::uint16_t stream, int slot, Bytes bytes, Name name);
   // A GEMM and, with tensor parallelism, the all-reduce of its output.
   void compute_then_tp_all_reduce(SimTime duration, Name name) {
@@ -80,7 +83,12 @@ class StageBuilder {
     }
   }
   void event(OpKind kind, std::uint16_t stream, std::int32_t event) {
-    emit(kind, stream, Name::kEvent).ref = event;
+    const std::string& e = events_[static_cast<std::size_t>(event)];
+    if (kind == OpKind::kEventRecord) {
+      b_.record(stream, e, name(Name::kEvent));
+    } else {
+      b_.wait(stream, e, name(Name::kEvent));
+    }
   }
   void marker(MarkerKind kind, std::int32_t number);
   void p2p(OpKind kind, int slot, std::int32_t tag, Name name, std::uint32_t group);
@@ -120,40 +128,27 @@ class StageBuilder {
   SlotIds slots_;
   int stage_;
   Role& role_;
+  RoleBuilder b_;
+  std::vector<std::string> events_;  // by event id
   int num_buckets_ = 0;
   std::uint32_t next_group_ = 1;
   // Alloc op of each (micro-batch, layer) activation, freed by its backward.
   std::vector<std::int32_t> activations_;
 };
 
-Op& StageBuilder::emit(OpKind kind, std::uint16_t stream, Name name) {
-  Op& op = role_.ops.emplace_back();
-  op.kind = kind;
-  op.stream = stream;
-  op.name = static_cast<std::int32_t>(name);
-  return op;
-}
-
 void StageBuilder::collective(CollectiveKind kind, std::uint16_t stream, int slot, Bytes bytes,
-                              Name name) {
-  Op& op = emit(OpKind::kCollective, stream, name);
-  op.collective = kind;
-  op.ref = slot;
-  op.bytes = bytes;
+                              Name n) {
+  b_.collective(stream, slot, kind, bytes, DType::kBFloat16, 0, name(n));
 }
 
 void StageBuilder::marker(MarkerKind kind, std::int32_t number) {
-  Op& op = emit(OpKind::kMarker, kComputeStream, Name::kMarker);
-  op.marker = kind;
-  op.arg = number;
+  b_.marker(kComputeStream, kind, number, name(Name::kMarker));
 }
 
-void StageBuilder::p2p(OpKind kind, int slot, std::int32_t tag, Name name, std::uint32_t group) {
-  Op& op = emit(kind, kComputeStream, name);
-  op.ref = slot;
-  op.arg = tag;
-  op.bytes = o_.p2p_bytes;
-  op.group = group;
+void StageBuilder::p2p(OpKind kind, int slot, std::int32_t tag, Name n, std::uint32_t group) {
+  const int i = kind == OpKind::kSend ? b_.send(kComputeStream, slot, o_.p2p_bytes, tag, name(n))
+                                      : b_.recv(kComputeStream, slot, o_.p2p_bytes, tag, name(n));
+  b_.set_group(i, group);
 }
 
 void StageBuilder::send_forward_recv_backward() {
@@ -179,8 +174,7 @@ void StageBuilder::forward(int mb) {
   for (int l = 0; l < o_.layers_per_stage; ++l) {
     if (o_.memory_ops) {
       activations_[static_cast<std::size_t>(mb) * o_.layers_per_stage + l] =
-          static_cast<std::int32_t>(role_.ops.size());
-      emit(OpKind::kAlloc, kComputeStream, Name::kActivation).bytes = o_.activation_bytes;
+          b_.alloc(kComputeStream, o_.activation_bytes, name(Name::kActivation));
     }
     compute_then_tp_all_reduce(o_.attention_forward, Name::kAttentionForward);
     compute_then_tp_all_reduce(o_.mlp_forward, Name::kMlpForward);
@@ -194,9 +188,8 @@ void StageBuilder::backward(int mb, bool sync_grads) {
     compute_then_tp_all_reduce(o_.mlp_backward, Name::kMlpBackward);
     compute_then_tp_all_reduce(o_.attention_backward, Name::kAttentionBackward);
     if (o_.memory_ops) {
-      Op& free = emit(OpKind::kFree, kComputeStream, Name::kActivation);
-      free.ref = activations_[static_cast<std::size_t>(mb) * layers + l];
-      free.bytes = o_.activation_bytes;
+      b_.free_masked(kComputeStream, activations_[static_cast<std::size_t>(mb) * layers + l], 0,
+                     name(Name::kActivation));
     }
     const bool bucket_full = (k + 1) % o_.layers_per_bucket == 0 || k == layers - 1;
     if (sync_grads && bucket_full) {
@@ -273,23 +266,21 @@ void StageBuilder::one_f_one_b() {
 }
 
 void StageBuilder::build() {
-  role_.name = "stage" + std::to_string(stage_);
-  role_.streams = {"compute", "dp"};
-  for (int b = 0; b < num_buckets_; ++b) {
-    role_.events.push_back("grad_ready_" + std::to_string(b));
-  }
-  role_.events.insert(role_.events.end(), {"grads_synced", "params_updated", "params_gathered"});
-  role_.names.assign(kNames.begin(), kNames.end());
+  // Every name and event is in the tables from the start, in this order.
+  for (int b = 0; b < num_buckets_; ++b) events_.push_back("grad_ready_" + std::to_string(b));
+  events_.insert(events_.end(), {"grads_synced", "params_updated", "params_gathered"});
+  for (const std::string& e : events_) b_.event(e);
+  for (std::string_view n : kNames) b_.name(n);
   activations_.assign(static_cast<std::size_t>(o_.microbatches) * o_.layers_per_stage, kNone);
   const std::size_t per_microbatch = 6 + 10 * static_cast<std::size_t>(o_.layers_per_stage);
-  role_.ops.reserve(
-      static_cast<std::size_t>(o_.iterations) *
-      (per_microbatch * o_.microbatches + 4 * static_cast<std::size_t>(num_buckets_) + 12));
+  b_.reserve(static_cast<std::size_t>(o_.iterations) *
+             (per_microbatch * o_.microbatches + 4 * static_cast<std::size_t>(num_buckets_) + 12));
   for (int it = 0; it < o_.iterations; ++it) {
     marker(MarkerKind::kIteration, it);
     one_f_one_b();
     optimizer_step();
   }
+  role_ = std::move(b_).build();
 }
 
 Status check_options(const Synthetic3DOptions& o) {

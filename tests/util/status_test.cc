@@ -58,6 +58,9 @@ TEST(StatusTest, EachCodeHasItsFactoryAndName) {
   EXPECT_EQ(status_code_name(StatusCode::kDeadlineExceeded), "deadline_exceeded");
   EXPECT_EQ(status_code_name(StatusCode::kUnavailable), "unavailable");
   EXPECT_EQ(Status::unavailable("gone").with_context("rank 3").code(), StatusCode::kUnavailable);
+  const Status detailed = Status::deadline_exceeded("rank 3 hung").with_detail("; rank 4 exited");
+  EXPECT_EQ(detailed.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(detailed.message(), "rank 3 hung; rank 4 exited");
 }
 
 TEST(StatusDeathTest, ValueOfFailedResultIsABug) {

@@ -111,7 +111,7 @@ TEST(NcclEmulateTest, ARealRankPlaysItsGraphThroughTheDropIn) {
   // Every op matched a graph op, in order (1..9: op 0 is compute).
   ASSERT_EQ(out.captures.size(), 1u);
   std::vector<std::int32_t> matched;
-  for (const runtime::CaptureEntry& e : out.captures[0].entries)
+  for (const CaptureEntry& e : out.captures[0].entries)
     if (std::holds_alternative<wire::Op>(e.message)) matched.push_back(e.graph_op);
   EXPECT_EQ(matched, (std::vector<std::int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
   // The virtual ranks' 20 us of compute come before the first all-reduce
@@ -128,7 +128,7 @@ TEST(NcclEmulateTest, SplitCommunicatorsAreTheGraphsGroups) {
   EXPECT_EQ(out.live[0].ops, 3);
   EXPECT_EQ(out.replay.outcome, ReplayResult::Outcome::kCompleted);
   std::vector<std::vector<std::int32_t>> given;
-  for (const runtime::CaptureEntry& c : out.captures[0].entries)
+  for (const CaptureEntry& c : out.captures[0].entries)
     if (const auto* info = std::get_if<wire::CommInfo>(&c.message)) given.push_back(info->members);
   EXPECT_EQ(given, (std::vector<std::vector<std::int32_t>>{{0, 2}, {0, 1}}));
 }

@@ -1,6 +1,6 @@
 // assemble_graph: role sharing, communicator groups and peer slots from one
 // program per rank, and every way a set of programs is refused.
-#include "workload/rank_program.h"
+#include "slicing/rank_program.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

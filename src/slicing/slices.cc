@@ -1,4 +1,4 @@
-#include "workload/slices.h"
+#include "slicing/slices.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,10 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/validate.h"
+#include "slicing/capture_file.h"
+#include "slicing/capture_graph.h"
+#include "slicing/rank_program_groups.h"
+#include "slicing/slices_grid.h"
 #include "util/file.h"
-#include "workload/capture_graph.h"
-#include "workload/rank_program_groups.h"
-#include "workload/slices_grid.h"
+#include "util/json_depth.h"
 
 namespace prism {
 namespace {
@@ -303,17 +305,37 @@ Result<std::vector<RankProgram>> read_slices(const std::string& dir, int world_s
   std::vector<RankProgram> out;
   for (const std::string& path : paths) {
     PRISM_ASSIGN_OR_RETURN(const std::string text, read_file(path));
+    PRISM_RETURN_IF_ERROR(check_json_depth(text, path));
     const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded())
       return Status::invalid_argument(fmt::format("{}: malformed JSON", path));
-    if (!doc.is_object() || doc.value("format", "") != "prism-capture") continue;
-    PRISM_ASSIGN_OR_RETURN(RankProgram p, program_from_capture(doc, path, world_size));
+    if (!is_capture_document(doc)) continue;
+    PRISM_ASSIGN_OR_RETURN(const RankCapture capture, capture_from_json(doc, path));
+    PRISM_ASSIGN_OR_RETURN(RankProgram p, program_from_capture(capture, path, world_size));
     out.push_back(std::move(p));
   }
   if (out.empty())
     return Status::invalid_argument(
         fmt::format("{}: no capture files (JSON with \"format\": \"prism-capture\") in it", dir));
   return out;
+}
+
+Status check_capturable(const JobSpec& job) {
+  if (job.has_model)
+    return Status::invalid_argument(fmt::format(
+        "job '{}' has a model section: its graph comes from the model, not a capture", job.name));
+  return Status::ok();
+}
+
+Result<ExecutionGraph> graph_from_capture(const JobSpec& job, std::string_view capture_json,
+                                          const std::string& source) {
+  PRISM_RETURN_IF_ERROR(check_capturable(job));
+  PRISM_ASSIGN_OR_RETURN(RankProgram program,
+                         program_from_capture(capture_json, source, job.num_gpus));
+  std::vector<RankProgram> slices;
+  slices.push_back(std::move(program));
+  PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, graph_from_slices(job, nullptr, std::move(slices)));
+  return std::move(sliced.graph);
 }
 
 std::string format_slice_report(const SlicedGraph& s) {

@@ -1,4 +1,4 @@
-#include "workload/slices_grid.h"
+#include "slicing/slices_grid.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "slicing/rank_program_groups.h"
 #include "util/hash.h"
-#include "workload/rank_program_groups.h"
 
 namespace prism::slices_internal {
 namespace {

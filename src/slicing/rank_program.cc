@@ -7,7 +7,7 @@
 // programs are equal, which a hash finds in O(ops) per rank (a full
 // comparison confirms every hash match). The representative of each role
 // keeps its program; the others' are released as soon as they are matched.
-#include "workload/rank_program.h"
+#include "slicing/rank_program.h"
 
 #include <algorithm>
 #include <string_view>
@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "graph/validate.h"
-#include "workload/rank_program_groups.h"
+#include "slicing/rank_program_groups.h"
 
 namespace prism {
 namespace {

@@ -1,4 +1,4 @@
-// Internal to slicing (workload/slices.cc): moving ranks through the grid,
+// Internal to slicing (slicing/slices.cc): moving ranks through the grid,
 // naming communicators by their shape, and checking that two captures of
 // one role are the same program.
 #pragma once
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "graph/layout.h"
+#include "slicing/rank_program.h"
 #include "util/status.h"
-#include "workload/rank_program.h"
 
 namespace prism::slices_internal {
 

@@ -1,7 +1,7 @@
 // Slicing: the graph of a whole job from one captured rank per role, the
 // check of further captures against their role, the fallback to the
 // builder's model, and every refusal.
-#include "workload/slices.h"
+#include "slicing/slices.h"
 
 #include <filesystem>
 #include <fstream>
@@ -10,9 +10,9 @@
 #include <gtest/gtest.h>
 
 #include "../replay/test_graphs.h"
+#include "../workload/megatron_test_util.h"
 #include "graph/role_builder.h"
-#include "megatron_test_util.h"
-#include "workload/slices_grid.h"
+#include "slicing/slices_grid.h"
 
 namespace prism {
 namespace {

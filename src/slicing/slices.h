@@ -35,12 +35,13 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/graph.h"
+#include "slicing/rank_program.h"
 #include "util/status.h"
 #include "workload/job_spec.h"
-#include "workload/rank_program.h"
 
 namespace prism {
 
@@ -82,6 +83,18 @@ Result<SlicedGraph> graph_from_slices(const JobSpec& job, const ExecutionGraph* 
 // The capture files (docs/emulate.md, "Capture files") in `dir`: every
 // *.json whose "format" is "prism-capture", in name order. None is an error.
 Result<std::vector<RankProgram>> read_slices(const std::string& dir, int world_size);
+
+// Whether captures can describe `job`: it has no model section (a job
+// without one describes the user's own program: world size, cluster,
+// parallel sizes). Checked before the program runs.
+Status check_capturable(const JobSpec& job);
+
+// The graph of `job` (no model section) from one rank's capture file text
+// (docs/emulate.md, "Capture files"): every role of the job's layout must be
+// that rank's (a data-parallel program, or one whose only role is the
+// captured rank's).
+Result<ExecutionGraph> graph_from_capture(const JobSpec& job, std::string_view capture_json,
+                                          const std::string& source);
 
 // The role table: each role's ranks and where its program came from.
 std::string format_slice_report(const SlicedGraph& s);

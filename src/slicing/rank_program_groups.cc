@@ -1,4 +1,4 @@
-#include "workload/rank_program_groups.h"
+#include "slicing/rank_program_groups.h"
 
 #include <algorithm>
 #include <bit>

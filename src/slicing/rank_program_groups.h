@@ -1,4 +1,4 @@
-// Internal to assemble_graph() (workload/rank_program.cc): the group table
+// Internal to assemble_graph() (slicing/rank_program.cc): the group table
 // of one communicator key, built from what each rank reports, and role
 // equality up to the communicator/peer mapping.
 #pragma once

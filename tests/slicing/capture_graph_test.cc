@@ -1,6 +1,7 @@
-// graph_from_capture: a data-parallel program's graph from one rank's
-// capture, and every way a capture or a job is refused.
-#include "workload/capture_graph.h"
+// program_from_capture and graph_from_capture: a data-parallel program's
+// graph from one rank's capture, and every way a capture or a job is refused.
+#include "slicing/capture_graph.h"
+#include "slicing/slices.h"
 
 #include <map>
 
@@ -178,6 +179,40 @@ struct Refusal {
   std::string events;
   std::string message;
 };
+
+TEST(CaptureGraphTest, AnInMemoryCaptureGivesTheProgramItsFileGives) {
+  wire::Op op;
+  op.op_id = 0;
+  op.comm = 1;
+  op.stream = 1;
+  op.dtype = DType::kFloat32;
+  op.bytes = 4096;
+  op.at = 1000;
+  const RankCapture c{
+      3,
+      16,
+      1,
+      "train.py",
+      "ddp",
+      {{wire::Hello{3, 16, 0, 1, ""}},
+       {wire::CommInit{1, 16, 3, 0, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}},
+       {op, 0},
+       {wire::Wait{0, 0, 1, 1100}},
+       {wire::Marker{wire::MarkerCode::kIterationEnd, 0, 1200}},
+       {wire::Compute{1, 1200, 300, "gemm"}},
+       {wire::Bye{0, 1500}}}};
+  Result<RankProgram> memory = program_from_capture(c, "cap", 16);
+  Result<RankProgram> file = program_from_capture(format_capture_json(c), "cap", 16);
+  ASSERT_TRUE(memory.is_ok()) << memory.status().message();
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  EXPECT_EQ(memory.value().rank, 3);
+  EXPECT_EQ(memory.value().role.ops.size(), file.value().role.ops.size());
+  EXPECT_EQ(memory.value().role.streams, file.value().role.streams);
+  EXPECT_EQ(memory.value().role.names, file.value().role.names);
+  EXPECT_EQ(memory.value().role.deps, file.value().role.deps);
+  ASSERT_EQ(memory.value().comms.size(), 1u);
+  EXPECT_EQ(memory.value().comms[0].members, file.value().comms[0].members);
+}
 
 TEST(CaptureGraphTest, RefusesWhatOneRankCannotDescribe) {
   const Refusal cases[] = {
