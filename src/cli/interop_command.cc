@@ -108,10 +108,9 @@ Result<int> ExportCommand::run() const {
   progress(fmt::format("writing {} traces into {}...", g.world_size(), out_dir_));
   // Compute given as a cost, not a duration, is priced as `prism replay`
   // prices it by default: the H100 roofline.
-  const RooflineModel compute;
   ChakraExportOptions o;
   o.prefix = prefix_;
-  o.compute = &compute;
+  o.compute = &default_roofline();
   PRISM_RETURN_IF_ERROR(export_chakra(g, out_dir_, o));
   fmt::print("{}: {} ranks written as {}.<rank>.et and {}.comm_groups.json\n", out_dir_,
              g.world_size(), prefix_, prefix_);

@@ -13,4 +13,9 @@ SimTime RooflineModel::duration(const KernelCost& cost) const {
   return min(max(flop_time, p_.hbm_bw.time_for(cost.bytes_accessed)), kMaxOpDuration);
 }
 
+const RooflineModel& default_roofline() {
+  static const RooflineModel model;
+  return model;
+}
+
 }  // namespace prism

@@ -33,4 +33,8 @@ class RooflineModel final : public ComputeModel {
   RooflineParams p_;
 };
 
+// The roofline with default parameters (an H100), how `prism replay` prices
+// kernel costs unless told otherwise; one shared, immutable instance.
+const RooflineModel& default_roofline();
+
 }  // namespace prism
