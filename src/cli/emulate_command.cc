@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/replay_command.h"
-#include "runtime/emulation.h"
 
 namespace prism {
 
@@ -18,24 +17,24 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
       "Exit status: 0 every real rank finished, 1 error (a rank crashed, hung, or did what the "
       "graph does not), 4 a rank ran out of memory.");
   job_.add_to(app_);
-  app_->add_option("--real-ranks", real_ranks_, "Ranks to run for real, e.g. 0,4095 or 0-3")
+  app_->add_option("--real-ranks", options_.real_ranks, "Ranks to run for real, e.g. 0,4095 or 0-3")
       ->required()
       ->type_name("LIST");
   output_.add_to(app_, "Write a Chrome/Perfetto trace of real and traced ranks to FILE",
                  "Virtual ranks to trace besides the real ones");
-  app_->add_option("--capture", capture_dir_,
+  app_->add_option("--capture", options_.capture_dir,
                    "Write what each real rank did to DIR/rank<N>.json (docs/emulate.md)")
       ->type_name("DIR");
-  app_->add_option("--listen", listen_,
+  app_->add_option("--listen", options_.listen,
                    "Where real ranks reach the coordinator: tcp:HOST:PORT for ranks on other "
                    "hosts (default: a private Unix socket)")
       ->type_name("ADDRESS");
-  app_->add_option("--timeout", timeout_s_,
+  app_->add_option("--timeout", options_.timeout_s,
                    "Seconds a real rank may take to connect, or stay silent while the emulation "
                    "waits for it")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app_->add_option("--master-port", master_port_,
+  app_->add_option("--master-port", options_.master_port,
                    "Port of the rendezvous store PrismLLM hosts on 127.0.0.1 (MASTER_PORT for "
                    "the real ranks; 0: any free port)")
       ->check(CLI::Range(0, 65535))
@@ -43,11 +42,11 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
   fold_.add_to(app_, "Simulate every virtual rank instead of one per class");
   nccl_.add_to(app_);
   CLI::Option* graph =
-      app_->add_option("--graph", graph_path_,
+      app_->add_option("--graph", options_.graph_path,
                        "Emulate against this graph (prism build; or --save-graph of an earlier "
                        "run) instead of building or capturing one")
           ->type_name("FILE");
-  app_->add_option("--slices", slices_dir_,
+  app_->add_option("--slices", options_.slices_dir,
                    "Write the program's captures, one rank per role, to DIR/slice-rank<N>.json "
                    "(for prism build --from-slices)")
       ->type_name("DIR")
@@ -59,11 +58,11 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
       ->check(CLI::Range(1, 1024))
       ->capture_default_str()
       ->excludes(graph);
-  app_->add_option("--save-graph", save_graph_path_,
+  app_->add_option("--save-graph", options_.save_graph_path,
                    "Write the job's graph (built, or captured from the program) to FILE")
       ->type_name("FILE");
   memory_.add_to(app_);
-  app_->add_option("PROGRAM", program_, "The program to run for each real rank, after --")
+  app_->add_option("PROGRAM", options_.program, "The program to run for each real rank, after --")
       ->required()
       ->type_name("PROGRAM ARGS...");
 }
@@ -73,25 +72,18 @@ bool EmulateCommand::selected() const {
 }
 
 Result<int> EmulateCommand::run() const {
-  runtime::EmulationOptions o;
+  runtime::EmulationOptions o = options_;
   PRISM_ASSIGN_OR_RETURN(o.nccl, nccl_.selection());
   PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--report", "--trace", "--save-graph"},
                                            job_.job_path, "job spec"));
+  // The option blocks shared with other commands; the rest went straight
+  // into options_.
   o.job = job_;
   o.memory = memory_;
-  o.real_ranks = real_ranks_;
-  o.program = program_;
   o.trace_ranks = output_.trace_ranks;
   o.report_path = output_.report_path;
   o.trace_path = output_.trace_path;
-  o.capture_dir = capture_dir_;
-  o.save_graph_path = save_graph_path_;
-  o.listen = listen_;
-  o.timeout_s = timeout_s_;
-  o.master_port = master_port_;
   o.fold = fold_.fold();
-  o.graph_path = graph_path_;
-  o.slices_dir = slices_dir_;
   if (app_->count("--capture-jobs") > 0) o.capture_jobs = capture_jobs_;
 
   runtime::Emulation emulation(std::move(o));

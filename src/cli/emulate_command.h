@@ -11,6 +11,7 @@
 #include "cli/job_setup.h"
 #include "cli/memory_options.h"
 #include "cli/replay_options.h"
+#include "runtime/emulation.h"
 #include "util/status.h"
 
 namespace CLI {
@@ -27,21 +28,15 @@ class EmulateCommand {
 
  private:
   CLI::App* app_;
+  // Options of the emulation alone are parsed into options_; the blocks
+  // shared with other commands into their own structs, copied in by run().
+  runtime::EmulationOptions options_;
+  int capture_jobs_ = 1;  // options_.capture_jobs when given
   JobOptions job_;
-  std::string real_ranks_;
   OutputOptions output_;
-  std::string capture_dir_;
-  std::string listen_;
-  double timeout_s_ = 600;
-  int master_port_ = 29500;
   FoldOption fold_;
   NcclOptions nccl_;
-  std::string graph_path_;
-  std::string slices_dir_;
-  int capture_jobs_ = 1;
-  std::string save_graph_path_;
   MemoryOptions memory_;
-  std::vector<std::string> program_;
 };
 
 }  // namespace prism
