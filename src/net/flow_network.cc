@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "util/check.h"
 
 namespace prism {
@@ -51,6 +53,16 @@ int FlowNetwork::leaf_of(int node, int rail) const {
 
 int FlowNetwork::pod_of(int node) const {
   return node / cluster_.nodes_per_leaf / cluster_.leaves_per_pod;
+}
+
+Status FlowNetwork::admit(const Transfer& t) const {
+  if (t.kind == Transfer::Kind::kPointToPoint) return Status::ok();
+  const CommGeometry g{static_cast<int>(t.ranks.size()), t.num_nodes, t.max_ranks_per_node};
+  if (tuner_.collective(t.collective, t.bytes, g).has_value()) return Status::ok();
+  return Status::invalid_argument(fmt::format(
+      "the NCCL selection (--nccl-algo, --nccl-proto) leaves {} over {} ranks on {} node{} no "
+      "algorithm and protocol; NCCL fails such a call too (\"no algorithm/protocol available\")",
+      to_string(t.collective), t.ranks.size(), t.num_nodes, t.num_nodes == 1 ? "" : "s"));
 }
 
 CollectiveCost FlowNetwork::solo_cost(const Transfer& t) const {

@@ -36,6 +36,7 @@ class FlowNetwork final : public NetworkModel {
   SimTime next_completion() const override;
   void take_completed(SimTime t, std::vector<TransferId>* done) override;
   bool folding_exact() const override;
+  Status admit(const Transfer& t) const override;
 
   const NcclTuner& tuner() const { return tuner_; }
   // What the tuner says `t` costs alone (also what start() uses).

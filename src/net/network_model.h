@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "util/status.h"
 #include "util/units.h"
 #include "util/vocab.h"
 
@@ -51,6 +52,13 @@ class NetworkModel {
   // copies a folded transfer stands for (Transfer::multiplicity) never share
   // a resource with it. The replay unfolds when this is false.
   virtual bool folding_exact() const { return true; }
+  // Whether the model can carry `t` at all; an error names what it cannot
+  // (an NCCL selection that leaves a collective no algorithm, which NCCL
+  // itself refuses at the call). The replay stops with that error.
+  virtual Status admit(const Transfer& t) const {
+    (void)t;
+    return Status::ok();
+  }
 };
 
 }  // namespace prism

@@ -85,6 +85,7 @@ Result<SimTime> Engine::step() {
     }
     drain_wakes();
   }
+  if (!error_.is_ok()) return error_;
   return SimTime::never();
 }
 
@@ -248,6 +249,11 @@ void Engine::post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const 
 }
 
 void Engine::start_transfer(const Transfer& t, InFlight rec, const std::vector<Arrival>& arrivals) {
+  if (Status s = models_.network->admit(t); !s.is_ok()) {
+    error_ = s;
+    stopped_ = true;
+    return;
+  }
   rec.start = now_;
   for (const Arrival& a : arrivals) account(sranks_[a.srank], 0, +1);
   in_flight_.emplace(models_.network->start(t, now_), rec);

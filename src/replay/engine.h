@@ -172,6 +172,7 @@ class Engine {
   std::vector<std::vector<ReleaseWait>> release_waits_;
   absl::flat_hash_map<std::uint64_t, int> pending_release_;
   bool stopped_ = false;
+  Status error_;  // what stopped the replay, when it is an error (NetworkModel::admit)
   std::vector<OutOfMemory> oom_;
   std::vector<MemorySample> memory_trace_;
 };

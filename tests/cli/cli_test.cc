@@ -185,6 +185,8 @@ std::vector<Case> cases() {
       {"error_replay_cluster_nodes_too_small",
        {"replay", kGpt, "--cluster", "tests/cli/data/cluster_two_gpus.yaml"}},
       {"error_replay_nccl_algo", {"replay", kGpt, "--nccl-algo", "Rings"}},
+      // Once a failed check (abort) inside the replay: PAT runs no all-reduce.
+      {"error_replay_nccl_algo_leaves_none", {"replay", kGpt, "--nccl-algo", "PAT"}},
       {"error_collective_op", {"collective", "--op", "scan"}},
       {"error_collective_size", {"collective", "--max-bytes", "8Q"}},
       {"error_collective_sizes_reversed", {"collective", "-b", "1M", "-e", "1K"}},
@@ -281,6 +283,8 @@ std::vector<Case> cases() {
       {"error_simulate_report_unwritable",
        {"simulate", kJob, "--no-kernel-db", "--report", "/nonexistent-prism-dir/report.json"}},
       {"error_simulate_nccl_algo", {"simulate", kJob, "--no-kernel-db", "--nccl-algo", "Rings"}},
+      {"error_simulate_nccl_algo_leaves_none",
+       {"simulate", kJob, "--no-kernel-db", "--nccl-algo", "Tree"}},
       {"error_simulate_report_overwrites_job",
        {"simulate", "{tmp}/job.yaml", "--no-kernel-db", "--report", "{tmp}/./job.yaml"},
        {},

@@ -41,6 +41,27 @@ std::vector<SimTime> drain(FlowNetwork& net) {
   return ends;
 }
 
+// A selection that leaves a collective no algorithm is refused before the
+// transfer starts (it once failed a check inside the model).
+TEST(FlowNetwork, AdmitRefusesACollectiveTheSelectionLeavesNoAlgorithm) {
+  const std::array<std::int32_t, 8> ranks{0, 1, 2, 3, 4, 5, 6, 7};
+  Transfer t;
+  t.collective = CollectiveKind::kAllGather;
+  t.bytes = Bytes{1 << 20};
+  t.ranks = ranks;
+  t.num_nodes = 1;
+  t.max_ranks_per_node = 8;
+  EXPECT_TRUE(FlowNetwork(h100(1)).admit(t).is_ok());
+  const Status s = FlowNetwork(h100(1), *NcclSelection::parse("Tree", "")).admit(t);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "the NCCL selection (--nccl-algo, --nccl-proto) leaves all_gather over 8 ranks on 1 "
+            "node no algorithm and protocol; NCCL fails such a call too (\"no algorithm/protocol "
+            "available\")");
+  EXPECT_TRUE(
+      FlowNetwork(h100(1), *NcclSelection::parse("Tree", "")).admit(p2p({0, 1}, 8, true)).is_ok());
+}
+
 TEST(FlowNetwork, AloneItTakesTheTunersTime) {
   FlowNetwork net(h100(2));
   const std::array<std::int32_t, 2> pair{0, 8};
