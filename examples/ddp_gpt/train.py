@@ -5,7 +5,7 @@ Run it as torchrun would (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or as
 one real rank of a large emulated job:
 
     prism emulate examples/jobs/ddp-gpt-64.yaml --real-ranks 0 -- \
-        /usr/bin/python3 examples/ddp_gpt/train.py
+        .venv/bin/python examples/ddp_gpt/train.py
 
 Each step: a forward pass over a batch of random tokens, the loss, the
 backward pass (DDP all-reduces the gradients bucket by bucket while the

@@ -24,14 +24,14 @@ using testing::RunResult;
 using testing::slurp;
 namespace fs = std::filesystem;
 
-const std::string kPython = "/usr/bin/python3";
+const std::string kPython = PRISM_PYTHON;
 const std::string kBackend = PRISM_BINARY_DIR "/python/prism_torch";
 
 class EmulateProgramTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::system((kPython + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0)
-      GTEST_SKIP() << kPython << " cannot import torch (scripts/setup.sh installs python3-torch)";
+      GTEST_SKIP() << kPython << " cannot import torch (scripts/setup.sh installs torch in .venv)";
     if (!fs::exists(kBackend))
       GTEST_SKIP() << "this build has no PrismLLM c10d backend (" << kBackend << ")";
     std::string templ = (fs::temp_directory_path() / "prism_program_test.XXXXXX").string();

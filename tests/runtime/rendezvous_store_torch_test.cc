@@ -20,7 +20,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr const char* kPython = "/usr/bin/python3";
+constexpr const char* kPython = PRISM_PYTHON;
 
 // Runs `cmd` through the shell; its exit code and everything it printed.
 std::pair<int, std::string> run(const std::string& cmd) {

@@ -8,7 +8,16 @@
 //   no faults the program could react to.
 // - ncclGather, ncclScatter: the graph format has no such collective.
 // - ncclGroupSimulateEnd: NCCL's own cost estimate; use `prism collective`.
+// - ncclDevCommCreate, ncclDevCommDestroy: the host side of NCCL 2.28's
+//   device API (kernels that communicate by themselves,
+//   nccl_device/core.h). PyPI's torch 2.x links them (symmetric memory), so
+//   without them it cannot even be imported with the drop-in preloaded.
 #include "shim/nccl/entry.h"
+
+// After entry.h, which includes nccl.h with default visibility.
+#pragma GCC visibility push(default)
+#include <nccl_device/core.h>
+#pragma GCC visibility pop
 
 using prism::nccl::unsupported;
 
@@ -39,6 +48,14 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
   return unsupported("ncclGroupSimulateEnd");
 }
 
+ncclResult_t ncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements_t*, ncclDevComm_t*) {
+  return unsupported("ncclDevCommCreate");
+}
+
+ncclResult_t ncclDevCommDestroy(ncclComm_t, const ncclDevComm_t*) {
+  return unsupported("ncclDevCommDestroy");
+}
+
 // Deprecated in NCCL and returning nothing: the drop-in has no NCCL_DEBUG
 // logging to reset, so it does nothing.
 void ncclResetDebugInit() {}
@@ -51,6 +68,8 @@ PRISM_NCCL_ALIAS(ncclCommShrink)
 PRISM_NCCL_ALIAS(ncclGather)
 PRISM_NCCL_ALIAS(ncclScatter)
 PRISM_NCCL_ALIAS(ncclGroupSimulateEnd)
+PRISM_NCCL_ALIAS(ncclDevCommCreate)
+PRISM_NCCL_ALIAS(ncclDevCommDestroy)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 PRISM_NCCL_ALIAS(ncclResetDebugInit)

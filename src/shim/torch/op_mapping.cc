@@ -114,8 +114,15 @@ void reduce_identical(const at::Tensor& t, const c10d::ReduceOp& op, int group_s
       return;
     case c10d::ReduceOp::PREMUL_SUM: {
       const auto* s = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
-      if (s != nullptr && !s->tensor_factors.empty()) {
-        x.mul_(s->tensor_factors.front().to(x.device()) * group_size);
+#if TORCH_VERSION_MAJOR >= 2  // one factor tensor (1.13: a vector of them)
+      const at::Tensor* factor =
+          s != nullptr && s->tensor_factor.defined() ? &s->tensor_factor : nullptr;
+#else
+      const at::Tensor* factor =
+          s != nullptr && !s->tensor_factors.empty() ? &s->tensor_factors.front() : nullptr;
+#endif
+      if (factor != nullptr) {
+        x.mul_(factor->to(x.device()) * group_size);
       } else if (s != nullptr) {
         x.mul_(s->double_factor * group_size);
       }

@@ -1,8 +1,9 @@
 // The built drop-in is a libnccl.so.2: its SONAME, and its dynamic symbols
-// are exactly the ncclX and pncclX functions NCCL 2.28's nccl.h declares
-// and PrismLLM's prismNcclMarker, nothing more (no client, fmt or C++
-// runtime symbols leak). The program
-// that uses it needs it by that SONAME.
+// are exactly the ncclX and pncclX functions NCCL 2.28's nccl.h declares,
+// ncclDevCommCreate and ncclDevCommDestroy of its nccl_device/core.h (and
+// their pnccl names), and PrismLLM's prismNcclMarker, nothing more (no
+// client, fmt or C++ runtime symbols leak). The program that uses it needs
+// it by that SONAME.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -91,6 +92,11 @@ TEST(NcclExportsTest, ExportsExactlyTheDeclaredFunctions) {
   }
   std::set<std::string> declared = declared_functions();
   declared.insert("prismNcclMarker");  // PrismLLM's own: iteration markers from a frontend
+  // The device API's host calls that torch 2.x links (nccl_device/core.h).
+  for (const char* n : {"ncclDevCommCreate", "ncclDevCommDestroy"}) {
+    declared.insert(n);
+    declared.insert(std::string("p") + n);
+  }
   for (const std::string& n : declared) EXPECT_TRUE(exported.contains(n)) << "missing " << n;
   for (const std::string& n : exported) EXPECT_TRUE(declared.contains(n)) << "extra " << n;
 }

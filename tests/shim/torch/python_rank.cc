@@ -120,7 +120,7 @@ Env rank_env(const std::string& coordinator, int store_port, const std::string& 
 
 RunResult run_script(const std::string& script, const Env& env,
                      const std::vector<std::string>& args) {
-  std::vector<std::string> argv{"/usr/bin/python3", PRISM_SOURCE_DIR "/tests/shim/torch/" + script};
+  std::vector<std::string> argv{PRISM_PYTHON, PRISM_SOURCE_DIR "/tests/shim/torch/" + script};
   argv.insert(argv.end(), args.begin(), args.end());
   return run(argv, env, {"TORCHELASTIC_RESTART_COUNT"}, 120s);
 }
@@ -130,7 +130,7 @@ StoreServer::StoreServer(int world_size) {
   int out[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
   const EnvBlock env = make_env({{"OMP_NUM_THREADS", "1"}}, {"PRISM_COORDINATOR"});
-  pid_ = spawn({"/usr/bin/python3", PRISM_SOURCE_DIR "/tests/shim/torch/store_server.py",
+  pid_ = spawn({PRISM_PYTHON, PRISM_SOURCE_DIR "/tests/shim/torch/store_server.py",
                 std::to_string(world_size)},
                env, in[0], out[1], 2);
   ::close(in[0]);
@@ -164,8 +164,8 @@ std::string torch_missing() {
       built = built || e.path().filename().string().starts_with("_c10d");
     }
     if (!built) return std::string("the prism_torch._c10d module is not built (no torch?)");
-    const RunResult r = run({"/usr/bin/python3", "-c", "import torch"}, {}, {"PYTHONPATH"}, 120s);
-    if (r.exit_code != 0) return "/usr/bin/python3 cannot import torch: " + r.output;
+    const RunResult r = run({PRISM_PYTHON, "-c", "import torch"}, {}, {"PYTHONPATH"}, 120s);
+    if (r.exit_code != 0) return PRISM_PYTHON " cannot import torch: " + r.output;
     return std::string();
   }();
   return why;

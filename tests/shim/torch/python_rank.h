@@ -1,8 +1,9 @@
 // What the torch backend's tests need around a Python real rank: the fake
 // coordinator's options for them, a TCPStore server for its
 // rendezvous (the host rank of the job is virtual), and a runner that starts
-// /usr/bin/python3 with a changed environment and kills it past a deadline,
-// so that a hang fails the test instead of stalling it.
+// PRISM_PYTHON (the interpreter the backend is built for) with a changed
+// environment and kills it past a deadline, so that a hang fails the test
+// instead of stalling it.
 #pragma once
 
 #include <sys/types.h>
@@ -42,7 +43,7 @@ RunResult run(const std::vector<std::string>& argv, const Env& set,
 // 127.0.0.1:`store_port`.
 Env rank_env(const std::string& coordinator, int store_port, const std::string& timeout_ms);
 
-// Runs tests/shim/torch/`script` with `args` under /usr/bin/python3, with
+// Runs tests/shim/torch/`script` with `args` under PRISM_PYTHON, with
 // `env` and TORCHELASTIC_RESTART_COUNT left unset, as prism emulate leaves it
 // (prism_torch makes it 0).
 RunResult run_script(const std::string& script, const Env& env,
@@ -62,7 +63,7 @@ class StoreServer {
 };
 
 // Why the backend cannot be tested here, or "" when it can: torch must
-// import under /usr/bin/python3 and the module must be built.
+// import under PRISM_PYTHON and the module must be built.
 std::string torch_missing();
 
 }  // namespace prism::torch_shim::testing

@@ -1,5 +1,5 @@
 // The c10d backend "prism" end to end: unmodified torch.distributed programs
-// (tests/shim/torch/*.py) run under /usr/bin/python3 as rank 0 of 4, with
+// (tests/shim/torch/*.py) run under PRISM_PYTHON as rank 0 of 4, with
 // build/python first on PYTHONPATH as `prism emulate` puts it, against a
 // fake coordinator that records what they send. Skipped when torch is not
 // installed or the module was not built.
@@ -20,7 +20,7 @@ using ::testing::Not;
 using namespace std::chrono_literals;
 using wire::OpCode;
 
-const std::string kPython = "/usr/bin/python3";
+const std::string kPython = PRISM_PYTHON;
 const std::string kTimeoutMs = "20000";
 
 class TorchBackendTest : public ::testing::Test {
