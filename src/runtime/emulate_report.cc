@@ -1,5 +1,9 @@
 #include "runtime/emulate_report.h"
 
+#include <sched.h>
+
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -17,15 +21,34 @@ double error_pct(SimTime got, SimTime want) {
 
 }  // namespace
 
+int host_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
+
+SimTime EmulateSummary::iteration_time() const {
+  SimTime t = emulated.replay.iteration_time;
+  for (const LiveRankReport& r : emulated.live) t = std::max(t, r.iteration_time);
+  return t;
+}
+
 std::string format_emulate_text(const EmulateSummary& s) {
   std::string out = fmt::format("job:                {} ({} ranks), {} real: {}\n", s.job,
                                 s.world_size, s.emulated.live.size(), s.program);
   if (!s.out_of_memory.empty()) out += fmt::format("out of memory:      {}\n", s.out_of_memory);
   out += fmt::format(
       "iteration time:     {:.6f} s emulated; the replay without real ranks predicts {:.6f} s "
-      "({:+.2f}%)\n\n",
-      secs(s.emulated.replay.iteration_time), secs(s.predicted_iteration_time),
-      error_pct(s.emulated.replay.iteration_time, s.predicted_iteration_time));
+      "({:+.2f}%)\n",
+      secs(s.iteration_time()), secs(s.predicted_iteration_time),
+      error_pct(s.iteration_time(), s.predicted_iteration_time));
+  if (s.oversubscribed())
+    out += fmt::format(
+        "host:               {} real ranks and the coordinator on {} cores: oversubscribed, the "
+        "real ranks' times are upper bounds\n",
+        s.emulated.live.size(), s.host_cores);
+  out += "\n";
   out += "real ranks (seconds per iteration; predicted: the replay without real ranks):\n";
   out += fmt::format("{:<8}{:>12}{:>12}{:>12}{:>12}{:>9}{:>8}{:>7}{:>6}\n", "rank", "iteration",
                      "compute", "wait", "predicted", "error", "ops", "iters", "exit");
@@ -48,7 +71,7 @@ std::string format_emulate_json(const EmulateSummary& s) {
   j["job"] = s.job;
   j["world_size"] = s.world_size;
   j["program"] = s.program;
-  j["iteration_time_s"] = secs(s.emulated.replay.iteration_time);
+  j["iteration_time_s"] = secs(s.iteration_time());
   j["predicted_iteration_time_s"] = secs(s.predicted_iteration_time);
   if (!s.out_of_memory.empty()) j["out_of_memory"] = s.out_of_memory;
   j["real_ranks"] = nlohmann::ordered_json::array();
@@ -77,6 +100,7 @@ std::string format_emulate_json(const EmulateSummary& s) {
   j["folded"] = s.emulated.replay.folded;
   j["simulated_ranks"] = s.emulated.replay.simulated_ranks;
   j["op_events"] = s.emulated.replay.op_events;
+  j["host"] = {{"cores", s.host_cores}, {"oversubscribed", s.oversubscribed()}};
   return j.dump(2) + "\n";
 }
 

@@ -22,7 +22,20 @@ struct EmulateSummary {
   SimTime predicted_iteration_time;  // the pure replay's
   std::vector<SimTime> predicted;    // per real rank: its pure-replay iteration time
   std::string out_of_memory;         // the OOM's text when the emulation ended with one
+  // The host the real ranks and the coordinator ran on: more of them than
+  // cores, and their compute slowed each other (times are upper bounds).
+  int host_cores = 0;
+  bool oversubscribed() const {
+    return host_cores > 0 && static_cast<int>(emulated.live.size()) + 1 > host_cores;
+  }
+  // The headline: the emulated iteration, never below a real rank's own
+  // (the replay's is its ranks' longest iteration; a real rank's mean
+  // includes what its process did between iterations).
+  SimTime iteration_time() const;
 };
+
+// The CPUs this process may run on (its affinity mask; taskset narrows it).
+int host_cores();
 
 std::string format_emulate_text(const EmulateSummary& s);
 // Indented JSON ending in a newline; keys in a fixed order.

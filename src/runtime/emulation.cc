@@ -85,6 +85,7 @@ Result<EmulationResult> Emulation::run() {
   for (const std::string& a : options_.program) s.program += (s.program.empty() ? "" : " ") + a;
   s.predicted_iteration_time = pure.iteration_time;
   s.predicted = predicted_times(pure, real_);
+  s.host_cores = host_cores();
   const ReplayResult& emulated = s.emulated.replay;
   if (emulated.outcome == ReplayResult::Outcome::kOutOfMemory)
     s.out_of_memory = format_oom_text(g, emulated.oom.front());
@@ -179,6 +180,13 @@ Result<CoordinatorResult> Emulation::emulate() {
 Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
                                                     const std::string& address) {
   Launcher launcher(stdio_sink(stdout, stderr));
+  if (const int cores = host_cores(); cores > 0 && static_cast<int>(real_.size()) + 1 > cores) {
+    fmt::print(stderr,
+               "prism emulate: warning: {} real ranks and the coordinator share {} cores: their "
+               "compute slows each other, so the real ranks' times are upper bounds (the report "
+               "says so)\n",
+               real_.size(), cores);
+  }
   progress(fmt::format("starting {} real ranks of {}; the coordinator is at {}", real_.size(),
                        graph_->world_size(), address));
   env_.coordinator = address;
@@ -201,6 +209,13 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
     if (e.how == RankExit::How::kExited && e.code == 0) continue;
     fmt::print(stderr, "prism emulate: real rank {} (pid {}) {}\n", e.rank, e.pid, e.describe());
     real_rank_failed_ = true;
+    // The report's exit is the process's, not the one its goodbye announced.
+    for (LiveRankReport& r : done.value().live) {
+      if (r.rank != e.rank) continue;
+      r.exit_code = e.how == RankExit::How::kSignaled ? 128 + e.code
+                    : e.how == RankExit::How::kExited ? e.code
+                                                      : -1;
+    }
   }
   launcher.terminate_all(std::chrono::milliseconds(2000));
   return done;

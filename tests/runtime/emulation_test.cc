@@ -124,6 +124,25 @@ TEST_F(EmulationTest, ARankThatExitsBeforeConnectingEndsTheRun) {
   EXPECT_THAT(r.status().message(),
               ::testing::MatchesRegex("real rank 2 \\(pid [0-9]+\\) exited with code 7 before it "
                                       "connected to the coordinator.*"));
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+}
+
+// Its goodbye said exit 0; its process then exited 3. The report gives the
+// process's exit (it once said 0).
+TEST_F(EmulationTest, ARankThatFailsAfterItsGoodbyeIsReportedWithItsProcessExit) {
+  EmulationOptions o = options("1");
+  o.program = {"/bin/sh", "-c", "\"$0\"; exit 3", kPlayer};
+  o.report_path = tmp_ + "/r.json";
+  Emulation emulation(o);
+  Result<EmulationResult> r = emulation.run();
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_TRUE(r.value().real_rank_failed);
+  ASSERT_EQ(r.value().summary.emulated.live.size(), 1u);
+  EXPECT_EQ(r.value().summary.emulated.live[0].exit_code, 3);
+  ASSERT_TRUE(emulation.write_outputs(r.value()).is_ok());
+  Result<std::string> report = read_file(tmp_ + "/r.json");
+  ASSERT_TRUE(report.is_ok());
+  EXPECT_THAT(report.value(), HasSubstr("\"exit_code\": 3"));
 }
 
 }  // namespace
