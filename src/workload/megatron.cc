@@ -241,12 +241,14 @@ int StageBuilder::bucket_slot(const Bucket& bucket) const {
   return bucket.expert ? slots_.edp : slots_.dp_cp;
 }
 
-// A bucket's fp32 gradients: reduce-scattered for the distributed optimizer,
-// all-reduced otherwise, on the dp stream.
+// A bucket's gradients, in the grad buffer's dtype (fp32 with
+// grad_reduce_in_fp32, else bf16): reduce-scattered for the distributed
+// optimizer, all-reduced otherwise, on the dp stream.
 void StageBuilder::reduce_bucket(const Bucket& bucket) {
   collective(job_.training.use_distributed_optimizer ? CollectiveKind::kReduceScatter
                                                      : CollectiveKind::kAllReduce,
-             kDp, bucket_slot(bucket), kFp32 * bucket.params, "dp_grad_reduce", DType::kFloat32);
+             kDp, bucket_slot(bucket), x_.grad_bytes * bucket.params, "dp_grad_reduce",
+             grad_dtype());
 }
 
 // The distributed optimizer's all-gather of updated bf16 parameters, bucket
@@ -289,13 +291,19 @@ void StageBuilder::finish_iteration() {
   wait(kCompute, "grads_synced");
   // Tied embeddings: the first and last stages sum their copies' gradients.
   if (slots_.embd >= 0 && (stage_ == 0 || stage_ == p_ - 1)) {
-    collective(CollectiveKind::kAllReduce, kCompute, slots_.embd, kFp32 * x_.vocab * x_.h,
-               "embd_grad_all_reduce", DType::kFloat32);
+    collective(CollectiveKind::kAllReduce, kCompute, slots_.embd, x_.grad_bytes * x_.vocab * x_.h,
+               "embd_grad_all_reduce", grad_dtype());
   }
+  // bf16 main gradients: the optimizer copies its shard to fp32
+  // (DistributedOptimizer._copy_model_grads_to_main_grads: .float()), held
+  // until the next iteration's zero_grad.
+  const int main_grads =
+      x_.grad_bytes == kFp32 ? -1 : alloc(kFp32 * optimizer_params_, "main_grad_fp32");
   // Gradient norm (read), Adam (fp32 grad, master, m, v in; master, m, v and
   // the bf16 weight out).
   kernel(memory_bound("optimizer", optimizer_params_ * 34), "optimizer");
   if (!tr.overlap_param_gather) param_gather(false);
+  if (main_grads >= 0) free(main_grads);
 }
 
 Role StageBuilder::build(RoleFootprint* footprint) {
@@ -315,17 +323,26 @@ Role StageBuilder::build(RoleFootprint* footprint) {
     }
   }
   optimizer_params_ = opt;
+  // Weights in bf16, but the TE linear layers' in FP8 with fp8_param_gather;
+  // under fp8, TE's cached FP8 copies of those besides (linear_weight_bytes).
+  const std::int64_t linear_params = std::int64_t{layers_per_chunk_} * v_ * lp_.linear;
+  const std::int64_t primary =
+      params * kBf16 - (tr.fp8_param_gather ? (kBf16 - 1) * linear_params : 0);
+  const std::int64_t fp8_cache = linear_weight_bytes(job_, linear_params) -
+                                 (tr.fp8_param_gather ? linear_params : kBf16 * linear_params);
+  const std::int64_t weights = primary + fp8_cache;
   footprint->parameters = params;
   footprint->optimizer_params = opt;
   footprint->num_layers = layers_per_chunk_ * v_;
   footprint->activation_bytes_per_layer = Bytes{activation_bytes(job_, x_, x_.moe)};
-  footprint->model_state_bytes = Bytes{params * (kBf16 + kFp32) + opt * 3 * kFp32};
+  footprint->model_state_bytes = Bytes{weights + params * x_.grad_bytes + opt * 3 * kFp32};
 
-  alloc(params * kBf16, "weights");
-  alloc(params * kFp32, "grad_buffer");
+  alloc(primary, "weights");
+  if (fp8_cache > 0) alloc(fp8_cache, "fp8_weight_cache");
+  alloc(params * x_.grad_bytes, "grad_buffer");
   alloc(opt * 3 * kFp32, "optimizer_state");
   b_.marker(kCompute, MarkerKind::kIteration, 0, "iteration");
-  mem("zero_grad", params * kFp32);
+  mem("zero_grad", params * x_.grad_bytes);
   if (tr.overlap_param_gather) param_gather(true);
 
   const int m = job_.num_microbatches();
