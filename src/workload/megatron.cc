@@ -175,7 +175,7 @@ void StageBuilder::plan_buckets() {
   closes_after_.assign(v_, {});
   bucket_of_layer_.assign(v_, std::vector<int>(layers_per_chunk_, -1));
   for (int c = 0; c < v_; ++c) {
-    std::vector<std::int64_t> dense_items, expert_items;
+    std::vector<std::int64_t> dense_items, expert_items, dense_linear;
     if (last_chunk_here(c)) {
       // Output layer (its own weight; with tied embeddings, a copy when the
       // embedding lives on another stage) and the final norm.
@@ -184,30 +184,35 @@ void StageBuilder::plan_buckets() {
           (job_.model.normalization == Normalization::kLayerNorm ? 2 : 1) * x_.h;
       dense_items.push_back((own_weight ? embedding_params : 0) + norm);
       expert_items.push_back(0);
+      dense_linear.push_back(0);
     }
     for (int l = 0; l < layers_per_chunk_; ++l) {
       dense_items.push_back(lp_.dense);
       expert_items.push_back(lp_.expert);
+      dense_linear.push_back(lp_.linear - lp_.expert);
     }
     if (first_chunk_here(c)) {
       dense_items.push_back(embedding_params + (x_.bias ? job_.training.seq_length * x_.h : 0));
       expert_items.push_back(0);
+      dense_linear.push_back(0);
     }
     closes_after_[c].assign(dense_items.size(), {});
     const bool has_output = last_chunk_here(c);
     for (const bool expert : {false, true}) {
       const std::vector<std::int64_t>& items = expert ? expert_items : dense_items;
-      std::int64_t open = 0;
+      std::int64_t open = 0, open_linear = 0;
       for (std::size_t i = 0; i < items.size(); ++i) {
         open += items[i];
+        open_linear += expert ? items[i] : dense_linear[i];
         const int layer = static_cast<int>(i) - (has_output ? 1 : 0);
         const int bucket_id = num_buckets_ + static_cast<int>(buckets_[c].size());
         if (!expert && layer >= 0 && layer < layers_per_chunk_)
           bucket_of_layer_[c][layers_per_chunk_ - 1 - layer] = bucket_id;
         if (open > 0 && (open >= limit || i + 1 == items.size())) {
-          buckets_[c].push_back({open, expert});
+          buckets_[c].push_back({open, expert, open_linear});
           closes_after_[c][i].push_back(static_cast<int>(buckets_[c].size()) - 1);
           open = 0;
+          open_linear = 0;
         }
       }
     }
@@ -251,9 +256,11 @@ void StageBuilder::reduce_bucket(const Bucket& bucket) {
              grad_dtype());
 }
 
-// The distributed optimizer's all-gather of updated bf16 parameters, bucket
-// by bucket: under the next forward (overlapped: issued at the iteration's
+// The distributed optimizer's all-gather of updated parameters, bucket by
+// bucket: under the next forward (overlapped: issued at the iteration's
 // start, each layer waits for its bucket), or after the optimizer step.
+// bf16, but with fp8_param_gather the linear weights travel as FP8 (their
+// DDP param buffer is uint8), 1 byte each.
 void StageBuilder::param_gather(bool overlapped) {
   if (!job_.training.use_distributed_optimizer) return;
   const std::uint16_t stream = overlapped ? kDp : kCompute;
@@ -269,7 +276,8 @@ void StageBuilder::param_gather(bool overlapped) {
       const Bucket& bucket = buckets_[c][b];
       const int slot = bucket_slot(bucket);
       if (slot < 0) continue;
-      collective(CollectiveKind::kAllGather, stream, slot, kBf16 * bucket.params,
+      const std::int64_t fp8 = job_.training.fp8_param_gather ? bucket.linear : 0;
+      collective(CollectiveKind::kAllGather, stream, slot, kBf16 * bucket.params - fp8,
                  "dp_param_gather");
       if (overlapped && !bucket.expert) record(kDp, fmt::format("params_gathered_{}", base + b));
     }

@@ -70,6 +70,7 @@ struct SlotIds {
 struct Bucket {
   std::int64_t params = 0;
   bool expert = false;
+  std::int64_t linear = 0;  // of params, TE linear weights (FP8 with fp8_param_gather)
 };
 
 // A live allocation and the streams it was recorded on (Tensor.record_stream),

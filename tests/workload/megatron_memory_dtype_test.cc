@@ -244,7 +244,8 @@ constexpr std::int64_t kLinear = 2 * 12 * 256 * 256;
 // TE caches each linear weight's FP8 copies for the whole step
 // (get_weight_workspace): row-wise and column-wise, 2 B per parameter on
 // Hopper; with fp8_param_gather the parameter itself is the row-wise FP8
-// copy (1 B) and only the column-wise one is added.
+// copy (1 B), only the column-wise one is added, and the parameter
+// all-gather moves 1 B per linear weight.
 TEST(MegatronMemoryDtype, Fp8WeightCacheAndFp8Params) {
   struct Case {
     std::string training, cluster;
@@ -271,6 +272,13 @@ TEST(MegatronMemoryDtype, Fp8WeightCacheAndFp8Params) {
     EXPECT_EQ(cache.frees, 0);  // resident across steps
     EXPECT_EQ(b.roles[0].model_state_bytes.count,
               2 * P + c.weights_minus_bf16 + c.cache + 4 * P + 12 * b.roles[0].optimizer_params);
+    // The distributed optimizer's all-gather moves the weights as they are
+    // stored: FP8 linear weights 1 B each (their DDP param buffer is uint8).
+    std::int64_t gathered = 0;
+    for (const Op& op : role.ops)
+      if (op.kind == OpKind::kCollective && role.names[op.name] == "dp_param_gather")
+        gathered += op.bytes.count;
+    EXPECT_EQ(gathered, 2 * P + c.weights_minus_bf16);
   }
 }
 
