@@ -179,6 +179,41 @@ TEST(MegatronMemoryDtype, GraphAllocatesTheList) {
   }
 }
 
+// MoE under FP8: the experts' grouped linear keeps its FP8 input; the bf16
+// dispatched tokens it quantized are a transient of the forward.
+TEST(MegatronMemoryDtype, Fp8ExpertsKeepTheirQuantizedTokens) {
+  const JobSpec job = parse(
+      "model: {num_layers: 2, hidden_size: 256, num_attention_heads: 8, vocab_size: 1000,\n"
+      "  activation: swiglu, normalization: RMSNorm, num_moe_experts: 8, moe_router_topk: 2,\n"
+      "  moe_ffn_hidden_size: 512, hidden_dropout: 0, attention_dropout: 0}\n"
+      "training: {seq_length: 1024, micro_batch_size: 1, global_batch_size: 2, precision: fp8}\n"
+      "parallelism: {tensor_model_parallel_size: 2, sequence_parallel: true,\n"
+      "  expert_model_parallel_size: 2}\n" +
+      cluster(4));
+  std::map<std::string, std::int64_t> t;
+  for (const ActivationTensor& a : layer_activation_tensors(job, true)) t[a.name] = a.bytes;
+  // Tokens at the 4 local experts: Tsp k ep etp / E each (as MoeLayerTensors).
+  const std::int64_t N = 512 * 2 * 2 * 2 / 8 * 4, h = 256;
+  EXPECT_EQ(t.at("expert_input"), N * h);
+  EXPECT_EQ(t.at("expert_fc1_output"), 2 * N * 2 * 512 / 2);
+  EXPECT_EQ(t.at("expert_act_output"), N * 512 / 2);
+  EXPECT_EQ(t.at("router_input"), 2 * 512 * h);  // the router is not a TE layer
+  const BuiltJob b = build(job);
+  for (const Role& role : b.graph.roles) {
+    std::int64_t allocs = 0, frees = 0;
+    for (const Op& op : role.ops) {
+      if (role.names[op.name] != "dispatched_tokens") continue;
+      if (op.kind == OpKind::kAlloc) {
+        ++allocs;
+        EXPECT_EQ(op.bytes.count, 2 * N * h);
+      }
+      if (op.kind == OpKind::kFree) ++frees;
+    }
+    EXPECT_EQ(allocs, 2);  // 2 layers x 1 micro-batch (dp 2)
+    EXPECT_EQ(frees, allocs);
+  }
+}
+
 // Bytes of the allocations named `name` before the iteration marker, and
 // whether each was freed.
 struct Named {
