@@ -38,6 +38,18 @@ constexpr std::array<std::pair<AttentionBackend, std::string_view>, 5> kAttentio
     {AttentionBackend::kLocal, "local"},
 }};
 
+constexpr std::array<std::pair<Fp8Recipe, std::string_view>, 4> kFp8RecipeNames{{
+    {Fp8Recipe::kDelayed, "delayed"},
+    {Fp8Recipe::kTensorwise, "tensorwise"},
+    {Fp8Recipe::kBlockwise, "blockwise"},
+    {Fp8Recipe::kMxfp8, "mxfp8"},
+}};
+constexpr std::array<std::pair<CrossEntropyFusionImpl, std::string_view>, 2>
+    kCrossEntropyFusionImplNames{{
+        {CrossEntropyFusionImpl::kNative, "native"},
+        {CrossEntropyFusionImpl::kTe, "te"},
+    }};
+
 // ---------------------------------------------------------------------------
 // Model presets. Every number is the released model's (Hugging Face
 // config.json, or the Megatron/NeMo recipe it was trained with).
@@ -56,6 +68,10 @@ ModelSpec llama_like(std::string_view preset, int layers, int hidden, int ffn, i
   m.activation = Activation::kSwiglu;
   m.normalization = Normalization::kRmsNorm;
   m.untie_embeddings_and_output_weights = true;
+  // Trained without dropout: the architecture has no hidden dropout and
+  // config.json gives attention_dropout 0.0.
+  m.hidden_dropout = 0.0;
+  m.attention_dropout = 0.0;
   return m;
 }
 
@@ -73,7 +89,7 @@ ModelSpec gpt3_175b() {
   m.activation = Activation::kGelu;
   m.normalization = Normalization::kLayerNorm;
   m.untie_embeddings_and_output_weights = false;
-  return m;
+  return m;  // dropout: Megatron's defaults (0.1, 0.1)
 }
 
 // Mixtral of experts (Jiang et al. 2024; HF mistralai/Mixtral-8x7B-v0.1 and
@@ -102,6 +118,9 @@ ModelSpec nemotron4(std::string_view preset, int layers, int hidden, int heads) 
   m.activation = Activation::kSquaredRelu;
   m.normalization = Normalization::kLayerNorm;
   m.untie_embeddings_and_output_weights = true;
+  // No dropout (HF NemotronConfig: attention_dropout 0.0, no hidden dropout).
+  m.hidden_dropout = 0.0;
+  m.attention_dropout = 0.0;
   return m;
 }
 
@@ -367,6 +386,16 @@ Status validate_sequence(const JobSpec& j) {
   return Status::ok();
 }
 
+// torch.nn.Dropout: "dropout probability has to be between 0 and 1".
+Status validate_dropout(const ModelSpec& m) {
+  for (const auto& [field, p] : {std::pair{"model.hidden_dropout", m.hidden_dropout},
+                                 std::pair{"model.attention_dropout", m.attention_dropout}}) {
+    if (!(p >= 0.0 && p <= 1.0))
+      return fail(field, fmt::format("{} is not a probability in [0, 1] (torch.nn.Dropout)", p));
+  }
+  return Status::ok();
+}
+
 Status validate_training(const JobSpec& j) {
   const TrainingSpec& t = j.training;
   if (t.precision == Precision::kFp8 && j.cluster.arch != GpuArch::kHopper &&
@@ -374,6 +403,20 @@ Status validate_training(const JobSpec& j) {
     return fail("training.precision",
                 fmt::format("fp8 needs a hopper or blackwell GPU (cluster.gpu.arch is {})",
                             to_string(j.cluster.arch)));
+  if (t.precision == Precision::kFp8 && t.fp8_recipe == Fp8Recipe::kMxfp8 &&
+      j.cluster.arch != GpuArch::kBlackwell)
+    return fail("training.fp8_recipe",
+                fmt::format("mxfp8 needs a blackwell GPU (cluster.gpu.arch is {}; Transformer "
+                            "Engine's check_mxfp8_support)",
+                            to_string(j.cluster.arch)));
+  // TransformerConfig.__post_init__: "fp8_param must be used together with fp8 mode."
+  if (t.fp8_param_gather && t.precision != Precision::kFp8)
+    return fail("training.fp8_param_gather",
+                fmt::format("needs training.precision fp8 (got {}; Megatron's rule)",
+                            to_string(t.precision)));
+  if (t.fp8_param_gather && !t.use_distributed_optimizer)
+    return fail("training.fp8_param_gather",
+                "needs training.use_distributed_optimizer (Megatron's rule)");
   if (t.overlap_param_gather && !t.use_distributed_optimizer)
     return fail("training.overlap_param_gather",
                 "needs training.use_distributed_optimizer (Megatron's rule)");
@@ -412,6 +455,12 @@ std::string_view to_string(Recompute r) {
 }
 std::string_view to_string(AttentionBackend a) {
   return internal::enum_name(a, kAttentionBackendNames);
+}
+std::string_view to_string(Fp8Recipe r) {
+  return internal::enum_name(r, kFp8RecipeNames);
+}
+std::string_view to_string(CrossEntropyFusionImpl c) {
+  return internal::enum_name(c, kCrossEntropyFusionImplNames);
 }
 
 const std::vector<std::string_view>& model_preset_names() {
@@ -480,6 +529,7 @@ Status validate_job(const JobSpec& job) {
   PRISM_RETURN_IF_ERROR(validate_batch(job));
   PRISM_RETURN_IF_ERROR(validate_pipeline(job));
   PRISM_RETURN_IF_ERROR(validate_sequence(job));
+  PRISM_RETURN_IF_ERROR(validate_dropout(job.model));
   PRISM_RETURN_IF_ERROR(validate_training(job));
   return Status::ok();
 }

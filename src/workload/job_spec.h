@@ -30,12 +30,21 @@ enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
 // DotProductAttention: two batched GEMMs around a materialized softmax, as
 // every Megatron release before fused attention did.
 enum class AttentionBackend : std::uint8_t { kAuto, kFlash, kFused, kUnfused, kLocal };
+// Megatron's --fp8-recipe: how Transformer Engine scales FP8 tensors. delayed
+// and tensorwise keep one scale per tensor; blockwise (1x128 activations,
+// 128x128 weights) and mxfp8 (1x32, Blackwell only) one per block.
+enum class Fp8Recipe : std::uint8_t { kDelayed, kTensorwise, kBlockwise, kMxfp8 };
+// Megatron's --cross-entropy-fusion-impl: Megatron-Core's own fused kernel
+// (native) or Transformer Engine's parallel_cross_entropy (te).
+enum class CrossEntropyFusionImpl : std::uint8_t { kNative, kTe };
 
 std::string_view to_string(Activation a);
 std::string_view to_string(Normalization n);
 std::string_view to_string(Precision p);
 std::string_view to_string(Recompute r);
 std::string_view to_string(AttentionBackend a);
+std::string_view to_string(Fp8Recipe r);
+std::string_view to_string(CrossEntropyFusionImpl c);
 inline bool is_unfused(AttentionBackend a) {
   return a == AttentionBackend::kUnfused || a == AttentionBackend::kLocal;
 }
@@ -57,6 +66,12 @@ struct ModelSpec {
   int moe_router_topk = 2;
   int moe_ffn_hidden_size = 0;                  // 0: ffn_hidden_size
   int moe_shared_expert_intermediate_size = 0;  // 0: no shared expert
+  // Dropout probabilities (Megatron's --hidden-dropout, --attention-dropout;
+  // TransformerConfig fields). hidden_dropout is the embedding's and each
+  // bias-dropout-add's; attention_dropout the softmax's. At 0 ATen's dropout
+  // returns its input: no mask, no copy.
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
 
   // Resolved values (defaults applied).
   int ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
@@ -86,6 +101,17 @@ struct TrainingSpec {
   // Gradient bucket size in parameters (Megatron's --ddp-bucket-size); 0:
   // Megatron's default, max(40,000,000, 1,000,000 * dp).
   std::int64_t bucket_size = 0;
+  // Megatron's DDP grad_reduce_in_fp32 (--accumulate-allreduce-grads-in-fp32;
+  // --grad-reduce-in-bf16 turns it off): the main-gradient buffer, and so the
+  // data-parallel reduction, in fp32 rather than bf16. Megatron-LM's
+  // validate_args turns it on for every bf16 run.
+  bool grad_reduce_in_fp32 = true;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with precision fp8
+  // The linear layers' weights are FP8 tensors (Megatron's --fp8-param-gather,
+  // TransformerConfig.fp8_param): no bf16 copy, gathered in FP8.
+  bool fp8_param_gather = false;
+  bool cross_entropy_loss_fusion = false;
+  CrossEntropyFusionImpl cross_entropy_fusion_impl = CrossEntropyFusionImpl::kNative;
 };
 
 struct ParallelSpec {

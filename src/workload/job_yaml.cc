@@ -27,6 +27,10 @@ constexpr std::array kRecomputes{Recompute::kNone, Recompute::kSelective, Recomp
 constexpr std::array kAttentionBackends{AttentionBackend::kAuto, AttentionBackend::kFlash,
                                         AttentionBackend::kFused, AttentionBackend::kUnfused,
                                         AttentionBackend::kLocal};
+constexpr std::array kFp8Recipes{Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kBlockwise,
+                                 Fp8Recipe::kMxfp8};
+constexpr std::array kCrossEntropyFusionImpls{CrossEntropyFusionImpl::kNative,
+                                              CrossEntropyFusionImpl::kTe};
 
 template <typename E>
 constexpr auto enum_values() {
@@ -35,6 +39,8 @@ constexpr auto enum_values() {
   if constexpr (std::is_same_v<E, Precision>) return kPrecisions;
   if constexpr (std::is_same_v<E, Recompute>) return kRecomputes;
   if constexpr (std::is_same_v<E, AttentionBackend>) return kAttentionBackends;
+  if constexpr (std::is_same_v<E, Fp8Recipe>) return kFp8Recipes;
+  if constexpr (std::is_same_v<E, CrossEntropyFusionImpl>) return kCrossEntropyFusionImpls;
 }
 
 using yaml::scalar;
@@ -48,6 +54,8 @@ Status read_value(const YAML::Node& n, T* out) {
     PRISM_ASSIGN_OR_RETURN(*out, scalar<bool>(n, "true or false"));
   } else if constexpr (std::is_same_v<T, std::string>) {
     PRISM_ASSIGN_OR_RETURN(*out, scalar<std::string>(n, "a string"));
+  } else if constexpr (std::is_same_v<T, double>) {
+    PRISM_ASSIGN_OR_RETURN(*out, scalar<double>(n, "a number"));
   } else if constexpr (std::is_enum_v<T>) {
     PRISM_ASSIGN_OR_RETURN(const std::string s, scalar<std::string>(n, "a name"));
     std::vector<std::string_view> names;
@@ -114,6 +122,8 @@ const std::vector<Field>& fields() {
       field("model", "moe_ffn_hidden_size", &J::model, &M::moe_ffn_hidden_size),
       field("model", "moe_shared_expert_intermediate_size", &J::model,
             &M::moe_shared_expert_intermediate_size),
+      field("model", "hidden_dropout", &J::model, &M::hidden_dropout),
+      field("model", "attention_dropout", &J::model, &M::attention_dropout),
       field("training", "seq_length", &J::training, &T::seq_length),
       field("training", "micro_batch_size", &J::training, &T::micro_batch_size),
       field("training", "global_batch_size", &J::training, &T::global_batch_size),
@@ -124,6 +134,11 @@ const std::vector<Field>& fields() {
       field("training", "overlap_grad_reduce", &J::training, &T::overlap_grad_reduce),
       field("training", "overlap_param_gather", &J::training, &T::overlap_param_gather),
       field("training", "bucket_size", &J::training, &T::bucket_size),
+      field("training", "grad_reduce_in_fp32", &J::training, &T::grad_reduce_in_fp32),
+      field("training", "fp8_recipe", &J::training, &T::fp8_recipe),
+      field("training", "fp8_param_gather", &J::training, &T::fp8_param_gather),
+      field("training", "cross_entropy_loss_fusion", &J::training, &T::cross_entropy_loss_fusion),
+      field("training", "cross_entropy_fusion_impl", &J::training, &T::cross_entropy_fusion_impl),
       field("parallelism", "tensor_model_parallel_size", &J::parallelism,
             &P::tensor_model_parallel_size),
       field("parallelism", "sequence_parallel", &J::parallelism, &P::sequence_parallel),
@@ -148,6 +163,15 @@ constexpr std::array<std::string_view, 5> kSections{"name", "model", "training",
                                                     "cluster"};
 constexpr std::array<std::string_view, 4> kModelRequired{"num_layers", "hidden_size",
                                                          "num_attention_heads", "vocab_size"};
+
+// Megatron's command line spells a field with dashes (--grad-reduce-in-fp32);
+// a job may too: every key of model, training and parallelism is read with
+// its dashes as underscores.
+std::string canonical_key(std::string_view key) {
+  std::string k(key);
+  std::replace(k.begin(), k.end(), '-', '_');
+  return k;
+}
 
 std::string known_keys(std::string_view section) {
   std::vector<std::string_view> keys;
@@ -255,6 +279,7 @@ class JobParser {
       }
       for (const std::string& p : parts)
         if (p.empty()) parts.clear();
+      if (parts.size() == 2 && parts[0] != "cluster") parts[1] = canonical_key(parts[1]);
       if (parts.empty())
         return Status::invalid_argument(fmt::format("{}: expected section.key=value", named));
       YAML::Node value;
@@ -316,10 +341,15 @@ class JobParser {
 
   Status parse_section(const std::string& section, const YAML::Node& node, JobSpec* job) {
     if (!node.IsMap()) return error(node.Mark(), section, "expected a mapping");
+    std::map<std::string, std::string> spelled;  // canonical key -> as written
     for (const auto& kv : node) {
-      const std::string key = kv.first.as<std::string>();
+      const std::string written = kv.first.as<std::string>();
+      const std::string key = canonical_key(written);
       if (section == "model" && key == "preset") continue;
       const std::string path = fmt::format("{}.{}", section, key);
+      if (const auto [it, fresh] = spelled.try_emplace(key, written); !fresh)
+        return error(kv.first.Mark(), path,
+                     fmt::format("given twice (as {} and {})", it->second, written));
       const Field* f = find_field(section, key);
       if (f == nullptr)
         return error(kv.first.Mark(), path,

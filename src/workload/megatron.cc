@@ -175,7 +175,7 @@ void StageBuilder::plan_buckets() {
   closes_after_.assign(v_, {});
   bucket_of_layer_.assign(v_, std::vector<int>(layers_per_chunk_, -1));
   for (int c = 0; c < v_; ++c) {
-    std::vector<std::int64_t> dense_items, expert_items;
+    std::vector<std::int64_t> dense_items, expert_items, dense_linear;
     if (last_chunk_here(c)) {
       // Output layer (its own weight; with tied embeddings, a copy when the
       // embedding lives on another stage) and the final norm.
@@ -184,30 +184,35 @@ void StageBuilder::plan_buckets() {
           (job_.model.normalization == Normalization::kLayerNorm ? 2 : 1) * x_.h;
       dense_items.push_back((own_weight ? embedding_params : 0) + norm);
       expert_items.push_back(0);
+      dense_linear.push_back(0);
     }
     for (int l = 0; l < layers_per_chunk_; ++l) {
       dense_items.push_back(lp_.dense);
       expert_items.push_back(lp_.expert);
+      dense_linear.push_back(lp_.linear - lp_.expert);
     }
     if (first_chunk_here(c)) {
       dense_items.push_back(embedding_params + (x_.bias ? job_.training.seq_length * x_.h : 0));
       expert_items.push_back(0);
+      dense_linear.push_back(0);
     }
     closes_after_[c].assign(dense_items.size(), {});
     const bool has_output = last_chunk_here(c);
     for (const bool expert : {false, true}) {
       const std::vector<std::int64_t>& items = expert ? expert_items : dense_items;
-      std::int64_t open = 0;
+      std::int64_t open = 0, open_linear = 0;
       for (std::size_t i = 0; i < items.size(); ++i) {
         open += items[i];
+        open_linear += expert ? items[i] : dense_linear[i];
         const int layer = static_cast<int>(i) - (has_output ? 1 : 0);
         const int bucket_id = num_buckets_ + static_cast<int>(buckets_[c].size());
         if (!expert && layer >= 0 && layer < layers_per_chunk_)
           bucket_of_layer_[c][layers_per_chunk_ - 1 - layer] = bucket_id;
         if (open > 0 && (open >= limit || i + 1 == items.size())) {
-          buckets_[c].push_back({open, expert});
+          buckets_[c].push_back({open, expert, open_linear});
           closes_after_[c][i].push_back(static_cast<int>(buckets_[c].size()) - 1);
           open = 0;
+          open_linear = 0;
         }
       }
     }
@@ -241,17 +246,21 @@ int StageBuilder::bucket_slot(const Bucket& bucket) const {
   return bucket.expert ? slots_.edp : slots_.dp_cp;
 }
 
-// A bucket's fp32 gradients: reduce-scattered for the distributed optimizer,
-// all-reduced otherwise, on the dp stream.
+// A bucket's gradients, in the grad buffer's dtype (fp32 with
+// grad_reduce_in_fp32, else bf16): reduce-scattered for the distributed
+// optimizer, all-reduced otherwise, on the dp stream.
 void StageBuilder::reduce_bucket(const Bucket& bucket) {
   collective(job_.training.use_distributed_optimizer ? CollectiveKind::kReduceScatter
                                                      : CollectiveKind::kAllReduce,
-             kDp, bucket_slot(bucket), kFp32 * bucket.params, "dp_grad_reduce", DType::kFloat32);
+             kDp, bucket_slot(bucket), x_.grad_bytes * bucket.params, "dp_grad_reduce",
+             grad_dtype());
 }
 
-// The distributed optimizer's all-gather of updated bf16 parameters, bucket
-// by bucket: under the next forward (overlapped: issued at the iteration's
+// The distributed optimizer's all-gather of updated parameters, bucket by
+// bucket: under the next forward (overlapped: issued at the iteration's
 // start, each layer waits for its bucket), or after the optimizer step.
+// bf16, but with fp8_param_gather the linear weights travel as FP8 (their
+// DDP param buffer is uint8), 1 byte each.
 void StageBuilder::param_gather(bool overlapped) {
   if (!job_.training.use_distributed_optimizer) return;
   const std::uint16_t stream = overlapped ? kDp : kCompute;
@@ -267,7 +276,8 @@ void StageBuilder::param_gather(bool overlapped) {
       const Bucket& bucket = buckets_[c][b];
       const int slot = bucket_slot(bucket);
       if (slot < 0) continue;
-      collective(CollectiveKind::kAllGather, stream, slot, kBf16 * bucket.params,
+      const std::int64_t fp8 = job_.training.fp8_param_gather ? bucket.linear : 0;
+      collective(CollectiveKind::kAllGather, stream, slot, kBf16 * bucket.params - fp8,
                  "dp_param_gather");
       if (overlapped && !bucket.expert) record(kDp, fmt::format("params_gathered_{}", base + b));
     }
@@ -289,13 +299,19 @@ void StageBuilder::finish_iteration() {
   wait(kCompute, "grads_synced");
   // Tied embeddings: the first and last stages sum their copies' gradients.
   if (slots_.embd >= 0 && (stage_ == 0 || stage_ == p_ - 1)) {
-    collective(CollectiveKind::kAllReduce, kCompute, slots_.embd, kFp32 * x_.vocab * x_.h,
-               "embd_grad_all_reduce", DType::kFloat32);
+    collective(CollectiveKind::kAllReduce, kCompute, slots_.embd, x_.grad_bytes * x_.vocab * x_.h,
+               "embd_grad_all_reduce", grad_dtype());
   }
+  // bf16 main gradients: the optimizer copies its shard to fp32
+  // (DistributedOptimizer._copy_model_grads_to_main_grads: .float()), held
+  // until the next iteration's zero_grad.
+  const int main_grads =
+      x_.grad_bytes == kFp32 ? -1 : alloc(kFp32 * optimizer_params_, "main_grad_fp32");
   // Gradient norm (read), Adam (fp32 grad, master, m, v in; master, m, v and
   // the bf16 weight out).
   kernel(memory_bound("optimizer", optimizer_params_ * 34), "optimizer");
   if (!tr.overlap_param_gather) param_gather(false);
+  if (main_grads >= 0) free(main_grads);
 }
 
 Role StageBuilder::build(RoleFootprint* footprint) {
@@ -315,17 +331,26 @@ Role StageBuilder::build(RoleFootprint* footprint) {
     }
   }
   optimizer_params_ = opt;
+  // Weights in bf16, but the TE linear layers' in FP8 with fp8_param_gather;
+  // under fp8, TE's cached FP8 copies of those besides (linear_weight_bytes).
+  const std::int64_t linear_params = std::int64_t{layers_per_chunk_} * v_ * lp_.linear;
+  const std::int64_t primary =
+      params * kBf16 - (tr.fp8_param_gather ? (kBf16 - 1) * linear_params : 0);
+  const std::int64_t fp8_cache = linear_weight_bytes(job_, linear_params) -
+                                 (tr.fp8_param_gather ? linear_params : kBf16 * linear_params);
+  const std::int64_t weights = primary + fp8_cache;
   footprint->parameters = params;
   footprint->optimizer_params = opt;
   footprint->num_layers = layers_per_chunk_ * v_;
   footprint->activation_bytes_per_layer = Bytes{activation_bytes(job_, x_, x_.moe)};
-  footprint->model_state_bytes = Bytes{params * (kBf16 + kFp32) + opt * 3 * kFp32};
+  footprint->model_state_bytes = Bytes{weights + params * x_.grad_bytes + opt * 3 * kFp32};
 
-  alloc(params * kBf16, "weights");
-  alloc(params * kFp32, "grad_buffer");
+  alloc(primary, "weights");
+  if (fp8_cache > 0) alloc(fp8_cache, "fp8_weight_cache");
+  alloc(params * x_.grad_bytes, "grad_buffer");
   alloc(opt * 3 * kFp32, "optimizer_state");
   b_.marker(kCompute, MarkerKind::kIteration, 0, "iteration");
-  mem("zero_grad", params * kFp32);
+  mem("zero_grad", params * x_.grad_bytes);
   if (tr.overlap_param_gather) param_gather(true);
 
   const int m = job_.num_microbatches();

@@ -58,8 +58,9 @@ int StageBuilder::attention_core(bool backward) {
       unfused_attention_forward(false);
       return -1;
     }
-    // The projection's weight gradient was the last reader of the context.
-    release("attn_out");
+    // The projection's weight gradient was the last reader of the context
+    // (under FP8 the projection kept its own copy, released with it).
+    if (!x_.fp8) release("attn_out");
     // Selective recompute re-runs the core attention before its backward.
     if (job_.training.recompute == Recompute::kSelective) unfused_attention_forward(true);
     return unfused_attention_backward();
@@ -114,18 +115,35 @@ void StageBuilder::unfused_attention_forward(bool rerun) {
   save("attn_softmax");
   mem("softmax_fwd", kBf16 * 2 * scores);
   free(raw);
-  save("attn_softmax_dropout_mask");
-  save("attn_probs");
-  mem("attn_dropout_fwd", (kBf16 * 2 + 1) * scores);
-  save("attn_out");
+  // Dropout at p = 0 returns its input: no mask, no copy, no kernel.
+  if (x_.attention_dropout) {
+    save("attn_softmax_dropout_mask");
+    save("attn_probs");
+    mem("attn_dropout_fwd", (kBf16 * 2 + 1) * scores);
+  }
+  // The context; under FP8 nothing keeps it in bf16 (the projection saves
+  // its own FP8 copy), so it is freed once the projection has read it.
+  if (x_.fp8) {
+    unfused_context_ = alloc(kBf16 * x_.T * x_.attn_out, "attn_context");
+  } else {
+    save("attn_out");
+  }
   gemm_fwd(x_.s, x_.d, x_.s, "attn_context_fwd", batch);
   if (rerun) {
-    release("attn_out");
+    if (x_.fp8) {
+      free(unfused_context_);
+      unfused_context_ = -1;
+    } else {
+      release("attn_out");
+    }
   } else if (pass_ == Pass::kForward && !is_kept("attn_softmax")) {
     // Checkpointed (selective) or without autograd (full recompute): the
     // score-sized tensors are dropped at once.
-    for (const std::string_view t : {"attn_softmax", "attn_softmax_dropout_mask", "attn_probs"})
-      release(t);
+    release("attn_softmax");
+    if (x_.attention_dropout) {
+      release("attn_softmax_dropout_mask");
+      release("attn_probs");
+    }
   }
   pass_ = pass;
 }
@@ -136,11 +154,14 @@ int StageBuilder::unfused_attention_backward() {
   const int grad_qkv = alloc(kBf16 * x_.T * x_.qkv_out, "grad.qkv");
   const int grad_probs = alloc(kBf16 * scores, "grad.attn_probs");
   gemm_bwd(x_.s, x_.d, x_.s, "attn_context_dgrad", "attn_context_wgrad", batch);
-  release("attn_probs");
-  const int grad_scores = alloc(kBf16 * scores, "grad.attn_scores");
-  mem("attn_dropout_bwd", (kBf16 * 2 + 1) * scores);
-  release("attn_softmax_dropout_mask");
-  free(grad_probs);
+  int grad_scores = grad_probs;  // the softmax's backward works in place
+  if (x_.attention_dropout) {
+    release("attn_probs");
+    grad_scores = alloc(kBf16 * scores, "grad.attn_scores");
+    mem("attn_dropout_bwd", (kBf16 * 2 + 1) * scores);
+    release("attn_softmax_dropout_mask");
+    free(grad_probs);
+  }
   mem("softmax_bwd", kBf16 * 3 * scores);
   release("attn_softmax");
   gemm_bwd(x_.s, x_.s, x_.d, "attn_scores_dgrad", "attn_scores_wgrad", batch);
@@ -223,16 +244,21 @@ void StageBuilder::attention_forward() {
   gemm_fwd(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
   free_transient(gathered);
   attention_core(false);
+  if (x_.fp8) save("attn_out_fp8");  // the projection's own quantized input
   int out = alloc(kBf16 * x_.T * x_.h, "proj_output");
   gemm_fwd(x_.T, x_.h, x_.attn_out, "proj_fwd");
+  if (unfused_context_ >= 0) {
+    free(unfused_context_);
+    unfused_context_ = -1;
+  }
   tp_output_fwd();
   if (x_.sp) {
     free(out);
     out = -1;
   }
-  save("attn_dropout_mask");
+  if (x_.hidden_dropout) save("attn_dropout_mask");
   save("norm2_input");
-  mem("residual_fwd", kBf16 * 3 * x_.Tsp * x_.h + x_.Tsp * x_.h);
+  mem("residual_fwd", residual_bytes());
   free_transient(out);
 }
 
@@ -249,9 +275,9 @@ void StageBuilder::layer_forward(std::string_view output_name) {
     mem("norm_fwd", 2 * hidden);
     later = {mlp_forward(dense_mlp())};
   }
-  save("mlp_dropout_mask");
+  if (x_.hidden_dropout) save("mlp_dropout_mask");
   const int out = alloc(hidden, output_name);
-  mem("residual_fwd", kBf16 * 3 * x_.Tsp * x_.h + x_.Tsp * x_.h);
+  mem("residual_fwd", residual_bytes());
   for (const int op : later) free_transient(op);
   if (pass_ == Pass::kRecompute) {
     recomputed_output_ = out;
@@ -264,11 +290,12 @@ void StageBuilder::layer_forward(std::string_view output_name) {
 // Returns the alloc of the gradient of the QKV GEMM's input.
 int StageBuilder::attention_backward() {
   const int grad_out = alloc(kBf16 * x_.T * x_.h, "grad.proj_output");
-  mem("residual_bwd", kBf16 * 3 * x_.Tsp * x_.h + x_.Tsp * x_.h);
-  release("attn_dropout_mask");
+  mem("residual_bwd", residual_bytes());
+  if (x_.hidden_dropout) release("attn_dropout_mask");
   tp_output_bwd();
   const int grad_attn = alloc(kBf16 * x_.T * x_.attn_out, "grad.attn_out");
   gemm_bwd(x_.T, x_.h, x_.attn_out, "proj_dgrad", "proj_wgrad");
+  if (x_.fp8) release("attn_out_fp8");
   free(grad_out);
   const int grad_qkv = attention_core(true);
   free(grad_attn);
@@ -286,8 +313,8 @@ int StageBuilder::attention_backward() {
 // residual's gradient, which is freed once both have been read.
 void StageBuilder::layer_backward(std::string_view grad_input_name) {
   const std::int64_t hidden = kBf16 * x_.Tsp * x_.h;
-  mem("residual_bwd", kBf16 * 3 * x_.Tsp * x_.h + x_.Tsp * x_.h);
-  release("mlp_dropout_mask");
+  mem("residual_bwd", residual_bytes());
+  if (x_.hidden_dropout) release("mlp_dropout_mask");
   const std::vector<int> mlp_grads =
       x_.moe ? moe_backward() : std::vector<int>{mlp_backward(dense_mlp(), -1)};
   const int grad_mid = alloc(hidden, "grad.norm2_input");
@@ -319,7 +346,7 @@ void StageBuilder::embedding(bool backward) {
     const int lookup = alloc(kBf16 * x_.T * x_.h, "embedding_lookup");
     mem("embedding_fwd", kBf16 * 2 * x_.T * x_.h);
     tp_output_fwd();
-    keep("embedding_dropout_mask", x_.Tsp * x_.h);
+    if (x_.hidden_dropout) keep("embedding_dropout_mask", x_.Tsp * x_.h);
     hidden_ = {alloc(kBf16 * x_.Tsp * x_.h, "act.norm1_input"), 0};
     free(lookup);
     return;
@@ -328,7 +355,7 @@ void StageBuilder::embedding(bool backward) {
   tp_output_bwd();
   const int grad_weight = alloc(kBf16 * x_.vocab * x_.h, "grad.embedding_weight");
   mem("embedding_bwd", kBf16 * 2 * x_.T * x_.h + kFp32 * x_.T * x_.h);
-  release("embedding_dropout_mask");
+  if (x_.hidden_dropout) release("embedding_dropout_mask");
   free(grad_lookup);
   free(grad_weight);
   free(grad_);
@@ -336,10 +363,14 @@ void StageBuilder::embedding(bool backward) {
 }
 
 // Final norm, output (logits) layer and vocabulary-parallel cross entropy
-// (three small TP all-reduces: max, sum of exponentials, target logit). The
-// bf16 logits live until the cross entropy has made its fp32 copy, which it
-// keeps (as the softmax) for its backward; that turns it into the logits'
-// gradient in place, cast back to bf16 for the GEMMs.
+// (three small TP all-reduces: max, sum of exponentials, target logit).
+// Megatron-Core's cross entropy (unfused, or fused 'native':
+// _VocabParallelCrossEntropy.forward) upcasts the bf16 logits to fp32 and
+// keeps that copy (as the softmax) for its backward, which turns it into the
+// logits' gradient in place, cast back to bf16 for the GEMMs. Transformer
+// Engine's (cross_entropy_fusion_impl te: CrossEntropyFunction) computes in
+// fp32 inside its kernel and keeps only the bf16 logits, which it overwrites
+// with their gradient.
 void StageBuilder::output_layer(bool backward) {
   const std::int64_t logits = kBf16 * x_.T * x_.vocab;
   if (!backward) {
@@ -348,26 +379,34 @@ void StageBuilder::output_layer(bool backward) {
     mem("norm_fwd", kBf16 * 2 * x_.Tsp * x_.h);
     const int gathered = gathered_input("logits_input");
     tp_input_fwd();
-    const int bf16_logits = alloc(logits, "logits");
+    const int bf16_logits = x_.te_cross_entropy ? keep("logits", logits) : alloc(logits, "logits");
     // The output layer is not a Transformer Engine layer: bf16 under fp8 too.
     kernel(gemm(x_.T, x_.vocab, x_.h), "logits_fwd");
     free_transient(gathered);
-    keep("logits_fp32", kFp32 * x_.T * x_.vocab);
-    mem("cross_entropy_fwd", 2 * logits);
-    free(bf16_logits);
+    if (!x_.te_cross_entropy) {
+      keep("logits_fp32", kFp32 * x_.T * x_.vocab);
+      mem("cross_entropy_fwd", 2 * logits);
+      free(bf16_logits);
+    } else {
+      mem("cross_entropy_fwd", 2 * logits);
+    }
     if (x_.t > 1)
       collective(CollectiveKind::kAllReduce, kCompute, slots_.tp, kFp32 * 3 * x_.T, "tp_all_reduce",
                  DType::kFloat32);
     return;
   }
-  const int grad_logits = alloc(logits, "grad.logits");
+  const int grad_logits = x_.te_cross_entropy ? -1 : alloc(logits, "grad.logits");
   mem("cross_entropy_bwd", 2 * logits);
-  release("logits_fp32");
+  if (!x_.te_cross_entropy) release("logits_fp32");
   const int gathered = gathered_input("logits_input");
   const int grad_in = alloc(kBf16 * x_.T * x_.h, "grad.logits_input");
   kernel(gemm(x_.T, x_.h, x_.vocab), "logits_dgrad");
   kernel(gemm(x_.h, x_.vocab, x_.T), "logits_wgrad");
-  free(grad_logits);
+  if (x_.te_cross_entropy) {
+    release("logits");
+  } else {
+    free(grad_logits);
+  }
   tp_input_bwd();
   free_transient(gathered);
   release("logits_input");

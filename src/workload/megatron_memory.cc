@@ -51,10 +51,11 @@ void StageBuilder::save(std::string_view tensor) {
   PRISM_CHECK(inserted, fmt::format("activation '{}' allocated twice", tensor));
 }
 
-void StageBuilder::keep(std::string_view tensor, std::int64_t bytes) {
+int StageBuilder::keep(std::string_view tensor, std::int64_t bytes) {
   const int op = alloc(bytes, fmt::format("act.{}", tensor));
   const bool inserted = layer_.try_emplace(std::string(tensor), Held{op, 0}).second;
   PRISM_CHECK(inserted, fmt::format("activation '{}' allocated twice", tensor));
+  return op;
 }
 
 void StageBuilder::release(std::string_view tensor) {

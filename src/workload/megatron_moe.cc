@@ -19,15 +19,27 @@ std::vector<int> StageBuilder::moe_forward() {
   mem("router_topk_fwd", kFp32 * x_.Tsp * x_.experts * 2);
   const bool moved = x_.ep > 1 || x_.etp_gather > 1;
   const int permuted = moved ? alloc(routed, "permuted_tokens") : -1;
-  if (!moved) save("expert_input");
+  // Under fp8 the experts' grouped linear keeps only its FP8 copy
+  // (expert_input); the bf16 tokens it quantizes are a transient, held here
+  // until the expert MLP's forward is done.
+  const std::int64_t tokens = x_.moe_tokens * x_.local_experts;
+  int dispatched = -1;
+  if (!moved) {
+    if (x_.fp8) dispatched = alloc(kBf16 * tokens * x_.h, "dispatched_tokens");
+    save("expert_input");
+  }
   mem("permute_fwd", 2 * routed);
-  if (moved) save("expert_input");
+  if (moved) {
+    if (x_.fp8) dispatched = alloc(kBf16 * tokens * x_.h, "dispatched_tokens");
+    save("expert_input");
+  }
   if (x_.ep > 1) collective(CollectiveKind::kAllToAll, kCompute, slots_.ep, routed, "ep_dispatch");
   if (x_.etp_gather > 1)
     collective(CollectiveKind::kAllGather, kCompute, slots_.etp, routed * x_.etp_gather,
                "etp_all_gather");
   free_transient(permuted);
   const int expert_out = mlp_forward(expert_mlp());
+  free_transient(dispatched);
   if (x_.etp_gather > 1)
     collective(CollectiveKind::kReduceScatter, kCompute, slots_.etp, routed * x_.etp_gather,
                "etp_reduce_scatter");

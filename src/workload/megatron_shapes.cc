@@ -30,6 +30,15 @@ Dims make_dims(const JobSpec& job) {
   x.vocab = (m.vocab_size + multiple - 1) / multiple * multiple / x.t;
   x.bias = m.activation == Activation::kGelu && m.normalization == Normalization::kLayerNorm;
   x.gemm_dtype = job.training.precision == Precision::kFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
+  const TrainingSpec& tr = job.training;
+  x.fp8 = tr.precision == Precision::kFp8;
+  x.fp8_block_scales =
+      x.fp8 && (tr.fp8_recipe == Fp8Recipe::kBlockwise || tr.fp8_recipe == Fp8Recipe::kMxfp8);
+  x.hidden_dropout = m.hidden_dropout > 0.0;
+  x.attention_dropout = m.attention_dropout > 0.0;
+  x.grad_bytes = tr.grad_reduce_in_fp32 ? kFp32 : kBf16;
+  x.te_cross_entropy =
+      tr.cross_entropy_loss_fusion && tr.cross_entropy_fusion_impl == CrossEntropyFusionImpl::kTe;
   x.moe = m.is_moe();
   if (x.moe) {
     x.experts = m.num_moe_experts;
@@ -51,23 +60,50 @@ Dims make_dims(const JobSpec& job) {
   return x;
 }
 
+std::int64_t saved_gemm_input(const Dims& x, std::int64_t elements) {
+  if (!x.fp8) return kBf16 * elements;
+  return elements + (x.fp8_block_scales ? elements / 32 : 0);
+}
+
+// TransformerEngineBaseModule.get_weight_workspace caches the quantized
+// weight for the whole step (Megatron passes is_first_microbatch). On Hopper
+// delayed, tensorwise and blockwise weights keep a row-wise copy (forward)
+// and a column-wise one (dgrad): 2 B; mxfp8 adds its E8M0 scales (1 B per 32,
+// per copy); on Blackwell a per-tensor-scaled weight needs no transpose: 1 B.
+// With fp8_param_gather the row-wise copy is the parameter itself.
+std::int64_t linear_weight_bytes(const JobSpec& job, std::int64_t params) {
+  const TrainingSpec& tr = job.training;
+  if (tr.precision != Precision::kFp8) return kBf16 * params;
+  std::int64_t cache = 2 * params;
+  if (tr.fp8_recipe == Fp8Recipe::kMxfp8) cache += 2 * params / 32;
+  if (job.cluster.arch == GpuArch::kBlackwell &&
+      (tr.fp8_recipe == Fp8Recipe::kDelayed || tr.fp8_recipe == Fp8Recipe::kTensorwise))
+    cache = params;
+  return tr.fp8_param_gather ? cache : kBf16 * params + cache;
+}
+
 LayerParams layer_params(const JobSpec& job, const Dims& x) {
   const ModelSpec& m = job.model;
   const std::int64_t gate = m.gated() ? 2 : 1;
   const std::int64_t qkv_full = (x.hq + 2 * x.hkv) * x.d;
   LayerParams p;
   p.dense = (x.h * qkv_full + x.hq * x.d * x.h) / x.t;
+  p.linear = p.dense;
   if (x.bias) p.dense += qkv_full / x.t + x.h;
   p.dense += (m.normalization == Normalization::kLayerNorm ? 2 : 1) * 2 * x.h;
   if (!x.moe) {
-    p.dense += (x.h * gate * m.ffn() + m.ffn() * x.h) / x.t;
+    const std::int64_t mlp = (x.h * gate * m.ffn() + m.ffn() * x.h) / x.t;
+    p.dense += mlp;
+    p.linear += mlp;
     if (x.bias) p.dense += gate * m.ffn() / x.t + x.h;
     return p;
   }
-  p.dense += x.h * x.experts;  // router, replicated
+  p.dense += x.h * x.experts;  // router, replicated (a plain torch linear, never FP8)
   const std::int64_t shared = m.moe_shared_expert_intermediate_size;
   p.dense += (x.h * gate * shared + shared * x.h) / x.t;
+  p.linear += (x.h * gate * shared + shared * x.h) / x.t;
   p.expert = x.local_experts * (x.h * gate * m.moe_ffn() + m.moe_ffn() * x.h) / x.etp;
+  p.linear += p.expert;
   return p;
 }
 
@@ -76,47 +112,62 @@ LayerParams layer_params(const JobSpec& job, const Dims& x) {
 // inputs, norm outputs, dropout masks) are sequence-sharded with SP; the GEMM
 // outputs of the column-parallel layers are full-sequence and head- or
 // ffn-sharded. Flash attention keeps no score matrix; the unfused backend
-// keeps the softmax output, its dropout mask and the dropped-out
-// probabilities (the 5 a s^2 b term) unless selective recompute re-runs them.
+// keeps the softmax output, and with attention dropout its mask and the
+// dropped-out probabilities (the 5 a s^2 b term), unless selective recompute
+// re-runs them. Dropout masks (1 B per element) exist only when their
+// dropout is > 0. Under FP8 each TE linear keeps its own quantized input
+// instead of the bf16 one (saved_gemm_input); flash attention still keeps
+// its bf16 output, which the projection quantizes again for itself.
 std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims& x,
                                                  bool moe_layer) {
   const std::int64_t hidden = kBf16 * x.Tsp * x.h;  // one sequence-sharded hidden state
   const std::int64_t mask = x.Tsp * x.h;            // a dropout mask: 1 byte per element
   if (job.training.recompute == Recompute::kFull) return {{"norm1_input", hidden}};
   std::vector<ActivationTensor> t = {
-      {"norm1_input", hidden},  // the layer input, kept by the first norm
-      {"qkv_input", hidden},    // the norm's output, kept by the QKV GEMM
+      {"norm1_input", hidden},                          // the layer input, kept by the first norm
+      {"qkv_input", saved_gemm_input(x, x.Tsp * x.h)},  // LayerNormLinear's ln_out
       {"qkv", kBf16 * x.T * x.qkv_out},
   };
-  if (is_unfused(job.training.attention_backend) &&
-      job.training.recompute != Recompute::kSelective) {
+  const bool unfused = is_unfused(job.training.attention_backend);
+  if (unfused && job.training.recompute != Recompute::kSelective) {
     const std::int64_t scores = x.b * x.hq / x.t * x.s * x.s;  // elements
     t.push_back({"attn_softmax", kBf16 * scores});
-    t.push_back({"attn_softmax_dropout_mask", scores});
-    t.push_back({"attn_probs", kBf16 * scores});
+    if (x.attention_dropout) {
+      t.push_back({"attn_softmax_dropout_mask", scores});
+      t.push_back({"attn_probs", kBf16 * scores});
+    }
   }
-  t.push_back({"attn_out", kBf16 * x.T * x.attn_out});  // the projection's input
-  t.push_back({"attn_dropout_mask", mask});
+  // The projection's input: kept by flash attention (its backward reads its
+  // output) and by the projection, in bf16 one tensor; under FP8 the
+  // projection keeps its quantized copy besides (the unfused core keeps none).
+  const std::int64_t attn_out = x.T * x.attn_out;
+  if (!x.fp8) {
+    t.push_back({"attn_out", kBf16 * attn_out});
+  } else {
+    if (!unfused) t.push_back({"attn_out", kBf16 * attn_out});
+    t.push_back({"attn_out_fp8", saved_gemm_input(x, attn_out)});
+  }
+  if (x.hidden_dropout) t.push_back({"attn_dropout_mask", mask});
   t.push_back({"norm2_input", hidden});
   if (!moe_layer) {
-    t.push_back({"fc1_input", hidden});
+    t.push_back({"fc1_input", saved_gemm_input(x, x.Tsp * x.h)});
     t.push_back({"fc1_output", kBf16 * x.T * x.f_out});
-    t.push_back({"act_output", kBf16 * x.T * x.f_in});
-    t.push_back({"mlp_dropout_mask", mask});
+    t.push_back({"act_output", saved_gemm_input(x, x.T * x.f_in)});
+    if (x.hidden_dropout) t.push_back({"mlp_dropout_mask", mask});
     return t;
   }
   // The norm's output feeds the router, the permutation and the shared expert.
   const std::int64_t tokens = x.moe_tokens * x.local_experts;  // routed copies at this rank
   t.push_back({"router_input", hidden});
   t.push_back({"router_logits", kFp32 * x.Tsp * x.experts});
-  t.push_back({"expert_input", kBf16 * tokens * x.h});
+  t.push_back({"expert_input", saved_gemm_input(x, tokens * x.h)});
   t.push_back({"expert_fc1_output", kBf16 * tokens * x.moe_f_out});
-  t.push_back({"expert_act_output", kBf16 * tokens * x.moe_f_in});
+  t.push_back({"expert_act_output", saved_gemm_input(x, tokens * x.moe_f_in)});
   if (x.shared_f_in > 0) {
     t.push_back({"shared_fc1_output", kBf16 * x.T * x.shared_f_out});
-    t.push_back({"shared_act_output", kBf16 * x.T * x.shared_f_in});
+    t.push_back({"shared_act_output", saved_gemm_input(x, x.T * x.shared_f_in)});
   }
-  t.push_back({"mlp_dropout_mask", mask});
+  if (x.hidden_dropout) t.push_back({"mlp_dropout_mask", mask});
   return t;
 }
 

@@ -29,6 +29,13 @@ struct Dims {
   bool sp;                // sequence parallelism in effect (tp > 1)
   bool bias;              // GPT-style linear biases and learned positions
   DType gemm_dtype;
+  // Memory as Megatron-Core and Transformer Engine allocate it.
+  bool fp8;                 // TE layers run (and save their inputs) in FP8
+  bool fp8_block_scales;    // blockwise / mxfp8: one scale per 32 elements' worth
+  bool hidden_dropout;      // hidden_dropout > 0: masks after embedding and each block
+  bool attention_dropout;   // attention_dropout > 0: the softmax's mask (unfused only)
+  std::int64_t grad_bytes;  // main-gradient element: 4 (grad_reduce_in_fp32) or 2
+  bool te_cross_entropy;    // the cross entropy keeps the bf16 logits only
   // MoE.
   bool moe;
   std::int64_t experts, topk, ep, etp, local_experts;
@@ -42,6 +49,7 @@ struct Dims {
 struct LayerParams {
   std::int64_t dense = 0;   // attention, norms, dense MLP or router + shared expert
   std::int64_t expert = 0;  // routed experts (reduced over edp)
+  std::int64_t linear = 0;  // weights of TE linear layers among them (FP8 under fp8)
 };
 
 // The schedule of one stage: (forward?, chunk, micro-batch) in execution order,
@@ -53,6 +61,14 @@ struct Step {
 };
 
 Dims make_dims(const JobSpec& job);
+// Bytes a TE linear keeps of its `elements`-element input for the backward:
+// bf16, or under FP8 only its own quantized copy (1 B per element, plus
+// 4 B per 128 (blockwise) or 1 B per 32 (mxfp8) of scales).
+std::int64_t saved_gemm_input(const Dims& x, std::int64_t elements);
+// Bytes per parameter of a TE linear layer's weight on the device: the bf16
+// weight plus TE's cached FP8 copies, or with fp8_param_gather the FP8
+// weight itself plus its column-wise copy.
+std::int64_t linear_weight_bytes(const JobSpec& job, std::int64_t params);
 LayerParams layer_params(const JobSpec& job, const Dims& x);
 // The tensors one layer keeps from forward to backward per micro-batch, in the
 // order the forward creates them (see layer_activation_tensors() in

@@ -70,6 +70,7 @@ struct SlotIds {
 struct Bucket {
   std::int64_t params = 0;
   bool expert = false;
+  std::int64_t linear = 0;  // of params, TE linear weights (FP8 with fp8_param_gather)
 };
 
 // A live allocation and the streams it was recorded on (Tensor.record_stream),
@@ -127,6 +128,12 @@ class StageBuilder {
   void gemm_bwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view dgrad,
                 std::string_view wgrad, std::int64_t batch = 1);
   void mem(std::string_view name, std::int64_t bytes) { kernel(memory_bound(name, bytes), name); }
+  // Bias-dropout-add: reads two hidden states, writes one, and the mask when
+  // there is dropout.
+  DType grad_dtype() const { return x_.grad_bytes == kFp32 ? DType::kFloat32 : DType::kBFloat16; }
+  std::int64_t residual_bytes() const {
+    return kBf16 * 3 * x_.Tsp * x_.h + (x_.hidden_dropout ? x_.Tsp * x_.h : 0);
+  }
   int collective(CollectiveKind kind, std::uint16_t stream, int slot, std::int64_t bytes,
                  std::string_view name, DType dtype = DType::kBFloat16);
   void p2p(OpKind kind, std::uint16_t stream, int slot, std::int64_t bytes, std::int32_t tag,
@@ -148,7 +155,7 @@ class StageBuilder {
   // by the pass (kept "act.", recomputed "recomputed.", else a transient).
   void save(std::string_view tensor);
   // Allocates "act.<tensor>" of the embedding or output layer.
-  void keep(std::string_view tensor, std::int64_t bytes);
+  int keep(std::string_view tensor, std::int64_t bytes);
   // Frees a tensor the current layer holds.
   void release(std::string_view tensor);
   // With SP, the all-gathered full-sequence copy of a column-parallel layer's
@@ -244,6 +251,7 @@ class StageBuilder {
   Pass pass_ = Pass::kForward;
   Held hidden_, grad_;
   int recomputed_output_ = -1;  // full recompute: the re-run layer's output
+  int unfused_context_ = -1;    // FP8, unfused attention: the bf16 context until the projection
   // Buckets per chunk, and which bucket closes after backward item i of the
   // chunk (items: output layer, layers last to first, embedding).
   std::vector<std::vector<Bucket>> buckets_;

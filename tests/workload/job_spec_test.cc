@@ -41,6 +41,8 @@ TEST(JobSpec, EnumNames) {
   EXPECT_EQ(to_string(Precision::kFp8), "fp8");
   EXPECT_EQ(to_string(Recompute::kSelective), "selective");
   EXPECT_EQ(to_string(AttentionBackend::kUnfused), "unfused");
+  EXPECT_EQ(to_string(Fp8Recipe::kBlockwise), "blockwise");
+  EXPECT_EQ(to_string(CrossEntropyFusionImpl::kTe), "te");
 }
 
 TEST(JobSpec, UnevenPipelineLayers) {
@@ -147,6 +149,26 @@ TEST(JobSpec, AcceptsWhatMegatronAccepts) {
   JobSpec fp8 = base_job();
   fp8.training.precision = Precision::kFp8;
   EXPECT_TRUE(validate_job(fp8).is_ok());
+  // Recipes Hopper runs; fp8 primary weights with the distributed optimizer;
+  // an mxfp8 recipe left over in a bf16 job is ignored, as Megatron does.
+  for (const Fp8Recipe r : {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kBlockwise}) {
+    fp8.training.fp8_recipe = r;
+    EXPECT_TRUE(validate_job(fp8).is_ok()) << to_string(r);
+  }
+  fp8.training.fp8_param_gather = true;
+  fp8.training.use_distributed_optimizer = true;
+  EXPECT_TRUE(validate_job(fp8).is_ok()) << validate_job(fp8).message();
+  JobSpec bf16 = base_job();
+  bf16.training.fp8_recipe = Fp8Recipe::kMxfp8;
+  bf16.model.hidden_dropout = 1.0;  // torch.nn.Dropout accepts 0 and 1
+  bf16.model.attention_dropout = 0.0;
+  EXPECT_TRUE(validate_job(bf16).is_ok()) << validate_job(bf16).message();
+  JobSpec b200 = base_job();
+  b200.cluster = cluster_preset("dgx-b200").value();
+  ASSERT_TRUE(size_cluster(&b200.cluster, 64, 0).is_ok());
+  b200.training.precision = Precision::kFp8;
+  b200.training.fp8_recipe = Fp8Recipe::kMxfp8;
+  EXPECT_TRUE(validate_job(b200).is_ok()) << validate_job(b200).message();
 }
 
 struct Rejection {
@@ -378,7 +400,34 @@ INSTANTIATE_TEST_SUITE_P(
                     j->training.use_distributed_optimizer = true;
                   },
                   "training.overlap_param_gather: needs training.overlap_grad_reduce (Megatron's "
-                  "rule)"}),
+                  "rule)"},
+        Rejection{"hidden dropout above 1", [](JobSpec* j) { j->model.hidden_dropout = 1.5; },
+                  "model.hidden_dropout: 1.5 is not a probability in [0, 1] (torch.nn.Dropout)"},
+        Rejection{"attention dropout below 0",
+                  [](JobSpec* j) { j->model.attention_dropout = -0.1; },
+                  "model.attention_dropout: -0.1 is not a probability in [0, 1] "
+                  "(torch.nn.Dropout)"},
+        Rejection{"mxfp8 on hopper",
+                  [](JobSpec* j) {
+                    j->training.precision = Precision::kFp8;
+                    j->training.fp8_recipe = Fp8Recipe::kMxfp8;
+                  },
+                  "training.fp8_recipe: mxfp8 needs a blackwell GPU (cluster.gpu.arch is hopper; "
+                  "Transformer Engine's check_mxfp8_support)"},
+        Rejection{"fp8 params without fp8",
+                  [](JobSpec* j) {
+                    j->training.fp8_param_gather = true;
+                    j->training.use_distributed_optimizer = true;
+                  },
+                  "training.fp8_param_gather: needs training.precision fp8 (got bf16; Megatron's "
+                  "rule)"},
+        Rejection{"fp8 params without distopt",
+                  [](JobSpec* j) {
+                    j->training.precision = Precision::kFp8;
+                    j->training.fp8_param_gather = true;
+                  },
+                  "training.fp8_param_gather: needs training.use_distributed_optimizer "
+                  "(Megatron's rule)"}),
     [](const ::testing::TestParamInfo<Rejection>& info) {
       std::string name = info.param.what;
       std::replace_if(

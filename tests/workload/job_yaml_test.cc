@@ -163,7 +163,9 @@ TEST(JobYaml, OverrideErrorsNameTheOverride) {
       error_of(kBase, {"training.speed=3"}),
       "--set training.speed=3: training.speed: unknown field (fields of training: "
       "seq_length, micro_batch_size, global_batch_size, precision, recompute, attention_backend, "
-      "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_size)");
+      "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_size, "
+      "grad_reduce_in_fp32, "
+      "fp8_recipe, fp8_param_gather, cross_entropy_loss_fusion, cross_entropy_fusion_impl)");
   EXPECT_EQ(error_of(kBase, {"optimizer.lr=3"}),
             "--set optimizer.lr=3: optimizer: unknown section (sections: name, model, training, "
             "parallelism, cluster)");
@@ -198,7 +200,7 @@ TEST(JobYaml, ErrorsNameFileLineAndColumn) {
             "hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups, kv_channels, "
             "vocab_size, activation, normalization, untie_embeddings_and_output_weights, "
             "num_moe_experts, moe_router_topk, moe_ffn_hidden_size, "
-            "moe_shared_expert_intermediate_size)");
+            "moe_shared_expert_intermediate_size, hidden_dropout, attention_dropout)");
   EXPECT_EQ(error_of("model: {preset: llama2-7b}\ntraining:\n  seq_length: long\n"
                      "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
             "job.yaml:3:15: training.seq_length: expected an integer (got \"long\")");
@@ -232,6 +234,84 @@ TEST(JobYaml, ErrorsNameFileLineAndColumn) {
   EXPECT_EQ(error_of("- 1\n"), "job.yaml:1:1: the job spec must be a mapping");
   EXPECT_EQ(error_of("model: {preset: [1\n"),
             "job.yaml:2:1: malformed YAML: end of sequence flow not found");
+}
+
+// Megatron's defaults: fp32 gradient reduction for bf16 (validate_args), the
+// delayed FP8 recipe, no cross-entropy fusion (native when fused), dropout
+// 0.1 unless a preset says how the model was trained.
+TEST(JobYaml, MemoryFieldsDefaultToMegatrons) {
+  Result<JobSpec> j = parse_job_yaml(
+      "model: {num_layers: 2, hidden_size: 256, num_attention_heads: 8, vocab_size: 1000}\n"
+      "cluster: {preset: dgx-h100, num_gpus: 8}\n",
+      "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_TRUE(j->training.grad_reduce_in_fp32);
+  EXPECT_EQ(j->training.fp8_recipe, Fp8Recipe::kDelayed);
+  EXPECT_FALSE(j->training.fp8_param_gather);
+  EXPECT_FALSE(j->training.cross_entropy_loss_fusion);
+  EXPECT_EQ(j->training.cross_entropy_fusion_impl, CrossEntropyFusionImpl::kNative);
+  EXPECT_EQ(j->model.hidden_dropout, 0.1);
+  EXPECT_EQ(j->model.attention_dropout, 0.1);
+  j = parse_job_yaml("model: {preset: llama3.1-8b}\ncluster: {preset: dgx-h100, num_gpus: 8}\n",
+                     "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->model.hidden_dropout, 0.0);
+  EXPECT_EQ(j->model.attention_dropout, 0.0);
+  EXPECT_EQ(model_preset("gpt3-175b")->hidden_dropout, 0.1);
+}
+
+// Megatron's dashed spellings are the same fields, in the file and in --set;
+// giving one field both ways is an error.
+TEST(JobYaml, DashedSpellingsAreMegatronsArguments) {
+  Result<JobSpec> j = parse_job_yaml(
+      "model: {preset: llama3.1-8b, hidden-dropout: 0.05}\n"
+      "training: {precision: fp8, fp8-recipe: tensorwise, grad-reduce-in-fp32: false,\n"
+      "  use-distributed-optimizer: true, fp8-param-gather: true,\n"
+      "  cross-entropy-loss-fusion: true, cross-entropy-fusion-impl: te}\n"
+      "parallelism: {tensor-model-parallel-size: 2}\n"
+      "cluster: {preset: dgx-h100, num_gpus: 8}\n",
+      "job.yaml", {"model.attention-dropout=0.2"});
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->model.hidden_dropout, 0.05);
+  EXPECT_EQ(j->model.attention_dropout, 0.2);
+  EXPECT_EQ(j->training.precision, Precision::kFp8);
+  EXPECT_EQ(j->training.fp8_recipe, Fp8Recipe::kTensorwise);
+  EXPECT_FALSE(j->training.grad_reduce_in_fp32);
+  EXPECT_TRUE(j->training.fp8_param_gather);
+  EXPECT_TRUE(j->training.cross_entropy_loss_fusion);
+  EXPECT_EQ(j->training.cross_entropy_fusion_impl, CrossEntropyFusionImpl::kTe);
+  EXPECT_EQ(j->tp(), 2);
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\n"
+                     "training: {grad_reduce_in_fp32: true, grad-reduce-in-fp32: false}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:2:39: training.grad_reduce_in_fp32: given twice (as grad_reduce_in_fp32 "
+            "and grad-reduce-in-fp32)");
+  // A validation error names the field by its canonical path, at the override.
+  EXPECT_EQ(error_of(kBase, {"model.hidden-dropout=2"}),
+            "--set model.hidden-dropout=2: model.hidden_dropout: 2 is not a probability in "
+            "[0, 1] (torch.nn.Dropout)");
+}
+
+// Values of the wrong type or outside the enums (one each; the relations are
+// validate_job's, tests/workload/job_spec_test.cc).
+TEST(JobYaml, MemoryFieldValueErrors) {
+  const std::string head = "model: {preset: llama2-7b}\ncluster: {preset: dgx-h100, num_gpus: 8}\n";
+  EXPECT_EQ(error_of(head + "training: {grad_reduce_in_fp32: maybe}\n"),
+            "job.yaml:3:33: training.grad_reduce_in_fp32: expected true or false (got \"maybe\")");
+  EXPECT_EQ(error_of(head + "training: {fp8_recipe: hybrid}\n"),
+            "job.yaml:3:24: training.fp8_recipe: unknown value \"hybrid\" (values: delayed, "
+            "tensorwise, blockwise, mxfp8)");
+  EXPECT_EQ(error_of(head + "training: {fp8_param_gather: 1.5}\n"),
+            "job.yaml:3:30: training.fp8_param_gather: expected true or false (got \"1.5\")");
+  EXPECT_EQ(error_of(head + "training: {cross_entropy_loss_fusion: yes please}\n"),
+            "job.yaml:3:39: training.cross_entropy_loss_fusion: expected true or false (got "
+            "\"yes please\")");
+  EXPECT_EQ(error_of(head + "training: {cross_entropy_fusion_impl: apex}\n"),
+            "job.yaml:3:39: training.cross_entropy_fusion_impl: unknown value \"apex\" (values: "
+            "native, te)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b, hidden_dropout: some}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:1:44: model.hidden_dropout: expected a number (got \"some\")");
 }
 
 TEST(JobYaml, ModelSectionErrors) {
