@@ -66,22 +66,6 @@ Result<std::vector<Rank>> parse_trace_ranks(std::string_view text, int world_siz
   return ranks;
 }
 
-// The cluster the graph runs on: the spec sized to the graph's nodes. A
-// graph may use fewer GPUs per node than the nodes have (and their NICs).
-Result<ClusterSpec> cluster_for(const std::string& name, const ExecutionGraph& g) {
-  PRISM_ASSIGN_OR_RETURN(ClusterSpec c, resolve_cluster(name));
-  const int gpn = g.layout.gpus_per_node();
-  if (gpn > c.gpus_per_node)
-    return Status::invalid_argument(
-        fmt::format("--cluster {}: the graph places {} GPUs per node, the cluster's nodes have {}",
-                    c.name, gpn, c.gpus_per_node));
-  c.nics_per_node = std::max(1, c.nics_per_node * gpn / c.gpus_per_node);
-  c.gpus_per_node = gpn;
-  Status s = size_cluster(&c, 0, g.layout.num_nodes());
-  if (!s.is_ok()) return s.with_context(fmt::format("--cluster {}", c.name));
-  return c;
-}
-
 }  // namespace
 
 ReplayCommand::ReplayCommand(CLI::App& parent)
@@ -100,9 +84,9 @@ ReplayCommand::ReplayCommand(CLI::App& parent)
   output_.add_to(app_);
   fold_.add_to(app_);
   app_->add_option("--cluster", cluster_,
-                   "Cluster preset (dgx-a100, dgx-h100, hgx-h200, dgx-b200) or YAML file")
-      ->type_name("NAME|FILE")
-      ->capture_default_str();
+                   "Cluster preset (dgx-a100, dgx-h100, hgx-h200, dgx-b200) or YAML file "
+                   "(default: the cluster the graph was built for, else dgx-h100)")
+      ->type_name("NAME|FILE");
   nccl_.add_to(app_);
   app_->add_option("--gpu-tflops", gpu_tflops_, "GPU peak dense throughput, TFLOP/s")
       ->capture_default_str();
@@ -133,7 +117,9 @@ Result<int> ReplayCommand::run() const {
                            parse_trace_ranks(given ? output_.trace_ranks : "0", g.world_size()));
   }
 
-  PRISM_ASSIGN_OR_RETURN(const ClusterSpec cluster, cluster_for(cluster_, g));
+  std::optional<std::string> given;
+  if (app_->count("--cluster") > 0) given = cluster_;
+  PRISM_ASSIGN_OR_RETURN(const ClusterSpec cluster, graph_cluster(g, given, graph_path_));
   PRISM_ASSIGN_OR_RETURN(options.models.device, memory_.device(cluster.gpu_model));
   progress(fmt::format("replaying {} ranks...", g.world_size()));
   PRISM_ASSIGN_OR_RETURN(const ReplayResult result, simulate_graph(g, cluster, options));

@@ -37,7 +37,7 @@ class ReplayCommand {
   std::string graph_path_;
   OutputOptions output_;
   FoldOption fold_;
-  std::string cluster_ = "dgx-h100";
+  std::string cluster_;  // --cluster; unset: the graph's own, else dgx-h100
   NcclOptions nccl_;
   double gpu_tflops_;
   double hbm_bw_gbps_;

@@ -46,6 +46,9 @@ struct ExecutionGraph {
   std::vector<Role> roles;
   std::vector<std::int32_t> role_of_rank;  // size world_size
   std::vector<RankOverride> overrides;     // sorted by rank, at most one per rank
+  // The cluster the graph was built for, as a cluster spec
+  // (net/cluster_yaml.h's format; opaque here); empty when unknown.
+  std::string cluster;
 
   int world_size() const { return layout.world_size(); }
   SlotResolver resolver() const { return SlotResolver(layout, slots); }

@@ -37,7 +37,8 @@ Status read_header(const Json& doc, const JsonPath& root) {
         "unsupported version {} (this build reads version {})", version, kGraphFormatVersion));
   }
   return check_fields(
-      doc, root, {"format", "version", "name", "layout", "slots", "roles", "assign", "overrides"});
+      doc, root,
+      {"format", "version", "name", "cluster", "layout", "slots", "roles", "assign", "overrides"});
 }
 
 Result<GridDim> read_dim(const Json& j, const JsonPath& path) {
@@ -272,6 +273,7 @@ Status read_graph(const Json& doc, ExecutionGraph* g) {
   const JsonPath root;
   PRISM_RETURN_IF_ERROR(read_header(doc, root));
   PRISM_ASSIGN_OR_RETURN(g->name, get_string_or(doc, "name", root, ""));
+  PRISM_ASSIGN_OR_RETURN(g->cluster, get_string_or(doc, "cluster", root, ""));
   PRISM_ASSIGN_OR_RETURN(const Json* layout, require_field(doc, "layout", root));
   PRISM_ASSIGN_OR_RETURN(g->layout, read_layout(*layout, root.field("layout")));
   if (const Json* slots = find_field(doc, "slots")) {

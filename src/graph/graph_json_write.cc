@@ -155,6 +155,8 @@ std::string graph_to_json(const ExecutionGraph& g) {
   out += "  \"format\": \"" + std::string(graph_json::kFormatName) + "\",\n";
   out += "  \"version\": " + std::to_string(kGraphFormatVersion) + ",\n";
   if (!g.name.empty()) out += "  \"name\": " + inline_text(graph_json::Json(g.name)) + ",\n";
+  if (!g.cluster.empty())
+    out += "  \"cluster\": " + inline_text(graph_json::Json(g.cluster)) + ",\n";
   out += "  \"layout\": " + inline_text(graph_json::layout_to_json(g.layout)) + ",\n";
   graph_json::emit_list(&out, "  ", "slots", g.slots.size(), [&](std::size_t i) {
     out += "    " + inline_text(graph_json::slot_to_json(g.slots[i], g.layout));

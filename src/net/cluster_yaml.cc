@@ -259,4 +259,43 @@ Result<ClusterSpec> resolve_cluster(const std::string& preset_or_path) {
   return load_cluster_yaml(preset_or_path);
 }
 
+namespace {
+
+// A YAML double-quoted scalar (JSON's escapes are YAML's too).
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string format_cluster_yaml(const ClusterSpec& c) {
+  std::string out = fmt::format("name: {}\n", quoted(c.name));
+  out += fmt::format("gpu: {{model: {}, arch: {}}}\n", quoted(c.gpu_model), to_string(c.arch));
+  out += fmt::format(
+      "node: {{gpus: {}, nvlink_links: {}, nvlink_link_GBps: {}, nvls: {}, pcie_GBps: {}, "
+      "cpu_vendor: {}}}\n",
+      c.gpus_per_node, c.nvlink_links, c.nvlink_link_GBps, c.nvls, c.pcie_GBps,
+      to_string(c.cpu_vendor));
+  out += fmt::format(
+      "network: {{nics_per_node: {}, nic_Gbps: {}, latency_us: {}, rail_optimized: {}}}\n",
+      c.nics_per_node, c.nic_Gbps, c.network_latency_us, c.rail_optimized);
+  out += fmt::format(
+      "fabric: {{tiers: {}, nodes_per_leaf: {}, leaves_per_pod: {}, oversubscription: {}}}\n",
+      c.fabric_tiers, c.nodes_per_leaf, c.leaves_per_pod, c.oversubscription);
+  out += fmt::format("num_nodes: {}\n", c.num_nodes);
+  return out;
+}
+
 }  // namespace prism

@@ -46,4 +46,8 @@ Result<ClusterSpec> parse_cluster_yaml_node(const YAML::Node& root,
 // A preset name, or else a path to a YAML file.
 Result<ClusterSpec> resolve_cluster(const std::string& preset_or_path);
 
+// `c` as a spec parse_cluster_yaml reads back as `c`: every field, no
+// preset, sized by num_nodes; one line per section, deterministic.
+std::string format_cluster_yaml(const ClusterSpec& c);
+
 }  // namespace prism

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "net/cluster_yaml.h"
 #include "report/breakdown.h"
 #include "report/memory_report.h"
 #include "workload/model_stats.h"
@@ -152,6 +153,33 @@ Result<std::vector<SweepRow>> sweep_collective(const ClusterSpec& cluster,
                                                const SweepOptions& o) {
   const NcclTuner tuner(cluster, selection);
   return run_sweep(tuner, o);
+}
+
+Result<ClusterSpec> graph_cluster(const ExecutionGraph& g, const std::optional<std::string>& given,
+                                  std::string_view source) {
+  ClusterSpec c;
+  std::string what;  // how errors name the cluster
+  if (given) {
+    PRISM_ASSIGN_OR_RETURN(c, resolve_cluster(*given));
+    what = fmt::format("--cluster {}", c.name);
+  } else if (!g.cluster.empty()) {
+    const std::string where = fmt::format("{}: the graph's cluster", source);
+    PRISM_ASSIGN_OR_RETURN(c, parse_cluster_yaml(g.cluster, where));
+    what = where;
+  } else {
+    PRISM_ASSIGN_OR_RETURN(c, resolve_cluster("dgx-h100"));
+    what = "--cluster dgx-h100";
+  }
+  const int gpn = g.layout.gpus_per_node();
+  if (gpn > c.gpus_per_node)
+    return Status::invalid_argument(
+        fmt::format("{}: the graph places {} GPUs per node, the cluster's nodes have {}", what, gpn,
+                    c.gpus_per_node));
+  c.nics_per_node = std::max(1, c.nics_per_node * gpn / c.gpus_per_node);
+  c.gpus_per_node = gpn;
+  Status s = size_cluster(&c, 0, g.layout.num_nodes());
+  if (!s.is_ok()) return s.with_context(what);
+  return c;
 }
 
 }  // namespace prism

@@ -7,6 +7,9 @@
 // here and nowhere else.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/graph.h"
@@ -31,6 +34,14 @@ struct SimulationOptions {
 // A deadlock or an out-of-memory rank is a result, not an error.
 Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& cluster,
                                     const SimulationOptions& o);
+
+// The cluster `g` runs on, sized to its nodes: `given` (a preset name or a
+// YAML file: --cluster) when set, else the cluster the graph was built for
+// (ExecutionGraph::cluster), else the default preset dgx-h100. A graph may
+// use fewer GPUs per node than the nodes have (and their NICs). `source`
+// names the graph in errors.
+Result<ClusterSpec> graph_cluster(const ExecutionGraph& g, const std::optional<std::string>& given,
+                                  std::string_view source);
 
 struct JobSimulation {
   ReplayResult replay;  // its trace holds o.trace_ranks only

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graph/validate.h"
+#include "net/cluster_yaml.h"
 #include "slicing/capture_file.h"
 #include "slicing/capture_graph.h"
 #include "slicing/rank_program_groups.h"
@@ -291,7 +292,9 @@ Result<SlicedGraph> graph_from_slices(const JobSpec& job, const ExecutionGraph* 
                                       std::vector<RankProgram> captures) {
   PRISM_ASSIGN_OR_RETURN(SliceRoles roles, slice_roles(job, model));
   SliceAssembler a(job, model, std::move(roles));
-  return a.run(std::move(captures));
+  PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, a.run(std::move(captures)));
+  sliced.graph.cluster = format_cluster_yaml(job.cluster);
+  return sliced;
 }
 
 Result<std::vector<RankProgram>> read_slices(const std::string& dir, int world_size) {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "graph/validate.h"
+#include "net/cluster_yaml.h"
 #include "util/check.h"
 #include "workload/megatron_stage.h"
 
@@ -373,6 +374,7 @@ Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels) 
   BuiltJob out;
   ExecutionGraph& g = out.graph;
   g.name = job.name;
+  g.cluster = format_cluster_yaml(job.cluster);
   const int world = job.num_gpus;
   const int gpn = std::min(world, job.cluster.gpus_per_node);
   g.layout =

@@ -17,9 +17,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -389,6 +391,42 @@ TEST_F(CliDeterminismTest, RepeatedAndFoldedRunsAgree) {
   EXPECT_NE(reports[0], reports[2]);  // they do differ in how they ran
   EXPECT_EQ(without_run_fields(reports[0]), without_run_fields(reports[2]));
   EXPECT_EQ(traces[0], traces[2]);
+}
+
+// A graph built from a job replays on the job's own cluster: `prism replay`
+// of it gives `prism simulate`'s iteration (it once replayed every graph on a
+// DGX H100 unless told otherwise); --cluster still overrides it.
+TEST_F(CliDeterminismTest, ABuiltGraphReplaysOnItsJobsCluster) {
+  std::string job = slurp(fs::path(PRISM_SOURCE_DIR) / kJob);
+  const std::size_t at = job.find("preset: dgx-h100");
+  ASSERT_NE(at, std::string::npos);
+  job.replace(at, std::string("preset: dgx-h100").size(), "preset: dgx-a100");
+  std::ofstream(fs::path(tmp_) / "job.yaml") << job;
+  const auto iteration = [](const std::string& report) {
+    const std::string key = "\"iteration_time_s\": ";
+    const std::size_t k = report.find(key);
+    return k == std::string::npos ? -1.0 : std::stod(report.substr(k + key.size()));
+  };
+  ASSERT_EQ(
+      run_prism({"simulate", "{tmp}/job.yaml", "--no-kernel-db", "--report", "{tmp}/s.json"}, tmp_)
+          .exit_status,
+      0);
+  ASSERT_EQ(run_prism({"build", "{tmp}/job.yaml", "--no-kernel-db", "-o", "{tmp}/g.json"}, tmp_)
+                .exit_status,
+            0);
+  ASSERT_EQ(run_prism({"replay", "{tmp}/g.json", "--report", "{tmp}/r.json"}, tmp_).exit_status, 0);
+  ASSERT_EQ(
+      run_prism({"replay", "{tmp}/g.json", "--cluster", "dgx-h100", "--report", "{tmp}/h.json"},
+                tmp_)
+          .exit_status,
+      0);
+  const double simulated = iteration(slurp(fs::path(tmp_) / "s.json"));
+  ASSERT_GT(simulated, 0);
+  // The same nanoseconds (simulate computes its seconds another way).
+  EXPECT_NEAR(iteration(slurp(fs::path(tmp_) / "r.json")), simulated, 1e-12);
+  EXPECT_GT(std::abs(iteration(slurp(fs::path(tmp_) / "h.json")) - simulated), 1e-6);
+  EXPECT_NE(slurp(fs::path(tmp_) / "g.json").find("\"cluster\": \"name: \\\"dgx-a100\\\""),
+            std::string::npos);
 }
 
 // The same for `prism simulate`: folding changes neither the report (but for

@@ -152,6 +152,23 @@ TEST(GraphJsonTest, RoundTripsAGraphBuiltInMemory) {
   expect_round_trip(testing::make_pipeline(2, 2, 3, 2));
 }
 
+// The cluster a graph was built for travels with it, as text the graph does
+// not read; a graph without one writes no field.
+TEST(GraphJsonTest, KeepsTheClusterItWasBuiltFor) {
+  ExecutionGraph g = testing::make_pipeline(2, 2, 3, 2);
+  EXPECT_THAT(graph_to_json(g), Not(HasSubstr("\"cluster\"")));
+  g.cluster = "name: \"pod\"\nnum_nodes: 2\n";
+  expect_round_trip(g);
+  EXPECT_THAT(graph_to_json(g),
+              HasSubstr("\n  \"cluster\": \"name: \\\"pod\\\"\\nnum_nodes: 2\\n\",\n"));
+  std::string text = graph_to_json(g);
+  text.replace(text.find("\"name: "), std::string("\"name: \\\"pod\\\"\\nnum_nodes: 2\\n\"").size(),
+               "7");
+  Result<ExecutionGraph> bad = parse_graph_json(text, "g.json");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("cluster"));
+}
+
 TEST(GraphJsonTest, CanonicalTextIsReadable) {
   const std::string text = graph_to_json(load_fixture());
   EXPECT_THAT(text,

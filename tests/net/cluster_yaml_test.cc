@@ -19,6 +19,32 @@ TEST(ClusterYaml, PresetWithOverridesAndSize) {
   EXPECT_TRUE(c->nvls);  // from the preset
 }
 
+// What a built graph records of its job's cluster reads back as the same spec.
+TEST(ClusterYaml, FormattedSpecsReadBackTheSame) {
+  std::vector<ClusterSpec> specs;
+  for (std::string_view preset : cluster_preset_names()) specs.push_back(*cluster_preset(preset));
+  ClusterSpec odd = *cluster_preset("dgx-h100");
+  odd.name = "pod \"7\": a\\b\tc";
+  odd.nic_Gbps = 123.456789;
+  odd.nics_per_node = 2;
+  odd.oversubscription = 1.5;
+  odd.network_latency_us = 0.25;
+  odd.cpu_vendor = CpuVendor::kArm;
+  odd.rail_optimized = false;
+  ASSERT_TRUE(size_cluster(&odd, 0, 96).is_ok());
+  specs.push_back(odd);
+  for (const ClusterSpec& c : specs) {
+    const std::string text = format_cluster_yaml(c);
+    Result<ClusterSpec> back = parse_cluster_yaml(text, "<graph>");
+    ASSERT_TRUE(back.is_ok()) << back.status().message() << "\n" << text;
+    EXPECT_EQ(format_cluster_yaml(*back), text);
+    EXPECT_EQ(back->name, c.name);
+    EXPECT_EQ(back->nic_Gbps, c.nic_Gbps);
+    EXPECT_EQ(back->num_nodes, c.num_nodes);
+    EXPECT_EQ(back->cpu_vendor, c.cpu_vendor);
+  }
+}
+
 TEST(ClusterYaml, CustomWithoutPresetTakesNvlinkFromArch) {
   Result<ClusterSpec> c = parse_cluster_yaml(
       "gpu: {arch: ampere}\nnode: {gpus: 4, nvlink_links: 12, pcie_GBps: 24}\n"
