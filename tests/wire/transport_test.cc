@@ -116,9 +116,12 @@ void exchange(Connection& c) {
   EXPECT_EQ(c.received(), 101u);
 }
 
-TEST(TransportTest, UnixSocketExchangeAndOrderlyBye) {
+// One client exchanges with a server listening at `where`, then says bye:
+// the server sees one orderly close.
+void expect_exchange_and_orderly_bye(const Address& where) {
   Running s;
-  const Address a = s.listen(Address{Address::Kind::kUnix, socket_path("a.sock"), "", 0});
+  const Address a = s.listen(where);
+  EXPECT_EQ(a.to_string(), where.to_string());  // bound where it was asked
   s.start();
   {
     auto c = open(a);
@@ -128,6 +131,10 @@ TEST(TransportTest, UnixSocketExchangeAndOrderlyBye) {
   const std::vector<Status> closes = s.wait_closes(1);
   ASSERT_EQ(closes.size(), 1u);
   EXPECT_TRUE(closes[0].is_ok()) << closes[0].message();
+}
+
+TEST(TransportTest, UnixSocketExchangeAndOrderlyBye) {
+  expect_exchange_and_orderly_bye(Address{Address::Kind::kUnix, socket_path("a.sock"), "", 0});
 }
 
 TEST(TransportTest, TcpLoopbackGetsAPortAndExchanges) {
@@ -143,18 +150,9 @@ TEST(TransportTest, TcpLoopbackGetsAPortAndExchanges) {
 // The seam for tests that run a server and its clients in one process: no
 // socket file, no port.
 TEST(TransportTest, InProcessChannelExchangesAndSaysByeInOrder) {
-  Running s;
-  const Address a = s.listen(Address{Address::Kind::kInProcess, "transport-test", "", 0});
+  const Address a{Address::Kind::kInProcess, "transport-test", "", 0};
   EXPECT_EQ(a.to_string(), "inproc:transport-test");
-  s.start();
-  {
-    auto c = open(a);
-    ASSERT_TRUE(c);
-    exchange(*c);
-  }
-  const std::vector<Status> closes = s.wait_closes(1);
-  ASSERT_EQ(closes.size(), 1u);
-  EXPECT_TRUE(closes[0].is_ok()) << closes[0].message();
+  expect_exchange_and_orderly_bye(a);
 }
 
 TEST(TransportTest, InProcessNamesAreOneServerEachAndGoWithIt) {
