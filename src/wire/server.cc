@@ -3,6 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <array>
 #include <deque>
 #include <map>
@@ -40,12 +42,35 @@ struct Server::Impl {
 
   Impl(ServerHandler& h, ServerOptions o) : handler(h), options(o) {}
 
+  // Waits for the listening socket to be readable, then accepts with
+  // accept4(SOCK_CLOEXEC) (asio's accept leaves the descriptor inheritable,
+  // and a real rank started meanwhile would hold the connection open).
   void accept(GenericAcceptor& acceptor, Address where) {
-    acceptor.async_accept([this, &acceptor, where](const asio::error_code& ec, GenericSocket s) {
-      if (ec == asio::error::operation_aborted) return;
-      if (!ec) add_peer(std::move(s), where);
-      accept(acceptor, where);
-    });
+    acceptor.async_wait(asio::socket_base::wait_read,
+                        [this, &acceptor, where](const asio::error_code& ec) {
+                          if (ec == asio::error::operation_aborted) return;
+                          if (!ec) accept_ready(acceptor, where);
+                          accept(acceptor, where);
+                        });
+  }
+
+  // Accepts every connection waiting on the (non-blocking) listening socket.
+  void accept_ready(GenericAcceptor& acceptor, const Address& where) {
+    for (;;) {
+      const int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        return;  // EAGAIN: none left
+      }
+      GenericSocket s(io);
+      asio::error_code ec;
+      s.assign(acceptor.local_endpoint(ec).protocol(), fd, ec);
+      if (ec) {
+        ::close(fd);
+        continue;
+      }
+      add_peer(std::move(s), where);
+    }
   }
 
   // The server's end of an in-process channel (wire/in_process.h), owned
@@ -229,7 +254,15 @@ Result<Address> Server::listen(const Address& a) {
                          resolve_endpoint(a, impl_->io));
   auto acceptor = std::make_unique<GenericAcceptor>(impl_->io);
   asio::error_code ec;
-  acceptor->open(ep.protocol(), ec);
+  // Close-on-exec, so the real ranks started later do not inherit it.
+  const int fd = ::socket(ep.protocol().family(), ep.protocol().type() | SOCK_CLOEXEC,
+                          ep.protocol().protocol());
+  if (fd < 0) ec = asio::error_code(errno, asio::system_category());
+  if (!ec) {
+    acceptor->assign(ep.protocol(), fd, ec);
+    if (ec) ::close(fd);
+  }
+  if (!ec) acceptor->non_blocking(true, ec);
   if (!ec && a.kind == Address::Kind::kTcp)
     acceptor->set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor->bind(ep, ec);
