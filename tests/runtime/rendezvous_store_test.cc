@@ -3,6 +3,8 @@
 // for virtual ranks. rendezvous_store_torch_test.cc runs torch's own client.
 #include "runtime/rendezvous_store.h"
 
+#include <limits>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -182,6 +184,35 @@ TEST_P(StoreTest, MalformedQueriesCloseTheClientWithAnError) {
   EXPECT_FALSE(other->add("/text", 1));
   EXPECT_THAT(errors_after(*store_, 2).back(),
               HasSubstr("ADD 1 to key '/text', whose value 'abc' is not an integer"));
+}
+
+// ADD's sum outside int64 was a signed overflow (UBSan, issue 26): the
+// client is refused by name and the counter keeps its value.
+TEST_P(StoreTest, AddsPastTheInt64RangeAreRefused) {
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  auto c = client();
+  EXPECT_EQ(c->add("/n", max), max);
+  EXPECT_FALSE(c->add("/n", 1));
+  auto errors = errors_after(*store_, 1);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], HasSubstr(fmt::format("ADD 1 to key '/n', whose value is {}: the sum is "
+                                               "outside the 64-bit integers",
+                                               max)));
+  auto other = client();
+  EXPECT_EQ(string_of(*other->get("/n")), std::to_string(max));
+  EXPECT_EQ(other->add("/m", std::numeric_limits<std::int64_t>::min()),
+            std::numeric_limits<std::int64_t>::min());
+  EXPECT_FALSE(other->add("/m", -1));
+}
+
+TEST(RendezvousStore, AnAddPastTheInt64RangeWithTheVirtualRanksIsRefused) {
+  auto store = start_store(world(64, {0}));  // "init/" counts 63 virtual ranks first
+  TestClient c(store->port(), Dialect::kValidated);
+  EXPECT_FALSE(c.add("init/", std::numeric_limits<std::int64_t>::max() - 10));
+  auto errors = errors_after(*store, 1);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], HasSubstr("which counts 63 virtual ranks: the sum is outside the 64-bit "
+                                   "integers; closing the connection"));
 }
 
 INSTANTIATE_TEST_SUITE_P(BothDialects, StoreTest,
