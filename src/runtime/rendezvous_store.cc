@@ -90,7 +90,11 @@ Result<std::pair<int, std::uint16_t>> listen_on(const std::string& host, std::ui
 class RendezvousStore::Impl {
  public:
   Impl(const StoreOptions& options, int listen_fd, int wake_fd)
-      : state_(options), on_error_(options.on_error), listen_fd_(listen_fd), wake_fd_(wake_fd) {
+      : state_(options),
+        on_error_(options.on_error),
+        on_drop_(options.on_drop),
+        listen_fd_(listen_fd),
+        wake_fd_(wake_fd) {
     thread_ = std::thread([this] { loop(); });
   }
 
@@ -107,6 +111,11 @@ class RendezvousStore::Impl {
   std::vector<std::string> errors() const {
     std::lock_guard<std::mutex> lock(mu_);
     return errors_;
+  }
+
+  std::vector<std::string> dropped() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dropped_;
   }
 
  private:
@@ -188,6 +197,13 @@ class RendezvousStore::Impl {
     }
     for (ClientId id : effects.closes) close_conn(id);
     report(effects.errors);
+    for (const auto& d : effects.dropped) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (dropped_.size() < kMaxDropped) dropped_.push_back(d);
+      }
+      if (on_drop_) on_drop_(d);
+    }
   }
 
   void flush(ClientId id) {
@@ -233,6 +249,7 @@ class RendezvousStore::Impl {
 
   StoreState state_;
   std::function<void(const std::string&)> on_error_;
+  std::function<void(const std::string&)> on_drop_;
   int listen_fd_;
   int wake_fd_;
   std::map<ClientId, Conn> conns_;
@@ -240,6 +257,7 @@ class RendezvousStore::Impl {
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;
   std::vector<std::string> errors_;
+  std::vector<std::string> dropped_;
   std::thread thread_;  // last: starts after every member above exists
 };
 
@@ -266,6 +284,10 @@ RendezvousStore::~RendezvousStore() = default;
 
 std::vector<std::string> RendezvousStore::errors() const {
   return impl_->errors();
+}
+
+std::vector<std::string> RendezvousStore::dropped() const {
+  return impl_->dropped();
 }
 
 }  // namespace prism::runtime

@@ -124,7 +124,7 @@ void StoreState::run(ClientId id, StoreEffects& out) {
       return;
     }
     if (d.kind == tcpstore::Decoded::Kind::kError) {
-      fail(id, fmt::format("byte {}: {}; closing the connection", c.offset, d.error), out);
+      drop(id, fmt::format("byte {}: {}; closing the connection", c.offset, d.error), out);
       return;
     }
     c.in_pos += d.consumed;
@@ -404,6 +404,12 @@ std::string StoreState::who(ClientId id) const {
 
 void StoreState::fail(ClientId id, const std::string& what, StoreEffects& out) {
   out.errors.push_back(fmt::format("rendezvous store: {}: {}", who(id), what));
+  out.closes.push_back(id);
+  disconnect(id);
+}
+
+void StoreState::drop(ClientId id, const std::string& what, StoreEffects& out) {
+  out.dropped.push_back(fmt::format("rendezvous store: {}: {}", who(id), what));
   out.closes.push_back(id);
   disconnect(id);
 }
