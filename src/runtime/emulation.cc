@@ -170,6 +170,12 @@ Result<CoordinatorResult> Emulation::emulate() {
     Result<wire::Address> a = wire::parse_address(options_.listen);
     if (!a.is_ok()) return a.status().with_context("--listen");
     where = a.value();
+    if (!wire::is_loopback(where))
+      fmt::print(stderr,
+                 "prism emulate: warning: --listen {}: the coordinator is reachable from other "
+                 "hosts, and whoever reaches it first can say hello as a real rank; listen on "
+                 "127.0.0.1 or a Unix socket unless real ranks run on other hosts\n",
+                 where.to_string());
   }
   PRISM_ASSIGN_OR_RETURN(const wire::Address bound, coordinator.listen(where));
   return run_real_ranks(coordinator, bound.to_string());

@@ -132,6 +132,30 @@ TEST_F(EmulationTest, ARankThatExitsBeforeConnectingEndsTheRun) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
 }
 
+// A coordinator listening off the loopback is reachable from other hosts:
+// the run says so on stderr (issue 26: it bound 0.0.0.0 without a word).
+TEST_F(EmulationTest, ListeningOffTheLoopbackIsWarnedAbout) {
+  for (const std::string listen : {"tcp:0.0.0.0:0", "tcp:127.0.0.1:0"}) {
+    EmulationOptions o = options("2");
+    o.program = {"/bin/sh", "-c", "exit 7"};  // ends the run at once
+    o.listen = listen;
+    Emulation emulation(o);
+    ::testing::internal::CaptureStderr();
+    Result<EmulationResult> r = emulation.run();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_THAT(r.status().message(), HasSubstr("exited with code 7"));
+    const std::string warning =
+        "prism emulate: warning: --listen tcp:0.0.0.0:0: the coordinator is reachable from "
+        "other hosts";
+    if (listen == "tcp:0.0.0.0:0") {
+      EXPECT_THAT(err, HasSubstr(warning));
+    } else {
+      EXPECT_THAT(err, ::testing::Not(HasSubstr("reachable from other hosts")));
+    }
+  }
+}
+
 // Its goodbye said exit 0; its process then exited 3. The report gives the
 // process's exit (it once said 0).
 TEST_F(EmulationTest, ARankThatFailsAfterItsGoodbyeIsReportedWithItsProcessExit) {
