@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include <array>
 #include <deque>
@@ -20,6 +21,7 @@
 namespace prism::wire {
 
 namespace {
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
 using GenericSocket = asio::generic::stream_protocol::socket;
 using GenericAcceptor = asio::basic_socket_acceptor<asio::generic::stream_protocol>;
 }  // namespace
@@ -49,19 +51,32 @@ struct Server::Impl {
     acceptor.async_wait(asio::socket_base::wait_read,
                         [this, &acceptor, where](const asio::error_code& ec) {
                           if (ec == asio::error::operation_aborted) return;
-                          if (!ec) accept_ready(acceptor, where);
+                          if (!ec && !accept_ready(acceptor, where))
+                            return back_off(acceptor, where);
                           accept(acceptor, where);
                         });
   }
 
   // Accepts every connection waiting on the (non-blocking) listening socket.
-  void accept_ready(GenericAcceptor& acceptor, const Address& where) {
+  // False when out of descriptors: the connection stays queued and the
+  // socket readable, so waiting again at once would spin.
+  bool accept_ready(GenericAcceptor& acceptor, const Address& where) {
     for (;;) {
       const int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        return;  // EAGAIN: none left
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          if (!starved)
+            fmt::print(stderr,
+                       "prism: warning: {}: cannot accept a connection: {}; trying again every "
+                       "{} ms\n",
+                       where.to_string(), std::strerror(errno), kAcceptBackoff.count());
+          starved = true;
+          return false;
+        }
+        return true;  // EAGAIN: none left
       }
+      starved = false;
       GenericSocket s(io);
       asio::error_code ec;
       s.assign(acceptor.local_endpoint(ec).protocol(), fd, ec);
@@ -71,6 +86,16 @@ struct Server::Impl {
       }
       add_peer(std::move(s), where);
     }
+  }
+
+  // Waits kAcceptBackoff before accepting on `acceptor` again.
+  void back_off(GenericAcceptor& acceptor, const Address& where) {
+    auto& timer = backoff[&acceptor];
+    if (!timer) timer = std::make_unique<asio::steady_timer>(io);
+    timer->expires_after(kAcceptBackoff);
+    timer->async_wait([this, &acceptor, where](const asio::error_code& ec) {
+      if (!ec) accept(acceptor, where);
+    });
   }
 
   // The server's end of an in-process channel (wire/in_process.h), owned
@@ -226,6 +251,10 @@ struct Server::Impl {
   ServerOptions options;
   asio::io_context io;
   std::vector<std::unique_ptr<GenericAcceptor>> acceptors;
+  // Out of descriptors, an acceptor waits on its timer here (and the
+  // warning is printed once until a connection is accepted again).
+  std::map<const GenericAcceptor*, std::unique_ptr<asio::steady_timer>> backoff;
+  bool starved = false;
   std::vector<std::string> unix_paths;
   std::vector<std::string> in_process_names;
   std::map<PeerId, std::unique_ptr<Peer>> peers;
