@@ -25,6 +25,8 @@
 namespace prism::runtime {
 namespace {
 
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
+
 std::string errno_text(int err) {
   return std::strerror(err);
 }
@@ -128,7 +130,10 @@ class RendezvousStore::Impl {
     std::vector<pollfd> fds;
     std::vector<ClientId> ids;
     while (!stop_) {
-      fds.assign({{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+      // Out of descriptors, the listening socket stays readable: leave it
+      // out of the poll until the backoff ends.
+      const bool accepting = StoreClock::now() >= accept_after_;
+      fds.assign({{wake_fd_, POLLIN, 0}, {accepting ? listen_fd_ : -1, POLLIN, 0}});
       ids.clear();
       for (const auto& [id, conn] : conns_) {
         const short events = static_cast<short>(POLLIN | (conn.out.empty() ? 0 : POLLOUT));
@@ -155,6 +160,7 @@ class RendezvousStore::Impl {
 
   int poll_timeout_ms() const {
     auto next = state_.next_deadline();
+    if (StoreClock::now() < accept_after_ && (!next || accept_after_ < *next)) next = accept_after_;
     if (!next) return -1;
     auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - StoreClock::now()).count();
     return static_cast<int>(std::clamp<std::int64_t>(left, 0, 60'000));
@@ -163,7 +169,18 @@ class RendezvousStore::Impl {
   void accept_all() {
     while (true) {
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+        if (!starved_)
+          fmt::print(stderr,
+                     "prism: warning: rendezvous store: cannot accept a connection: {}; trying "
+                     "again every {} ms\n",
+                     errno_text(errno), kAcceptBackoff.count());
+        starved_ = true;
+        accept_after_ = StoreClock::now() + kAcceptBackoff;
+        return;
+      }
       if (fd < 0) return;  // EAGAIN, or a connection that went away first
+      starved_ = false;
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       const ClientId id = next_id_++;
@@ -254,6 +271,8 @@ class RendezvousStore::Impl {
   int wake_fd_;
   std::map<ClientId, Conn> conns_;
   ClientId next_id_ = 1;
+  StoreClock::time_point accept_after_{};  // out of descriptors: no accept before
+  bool starved_ = false;                   // warned, until a connection is accepted
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;
   std::vector<std::string> errors_;

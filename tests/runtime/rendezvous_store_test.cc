@@ -3,6 +3,13 @@
 // for virtual ranks. rendezvous_store_torch_test.cc runs torch's own client.
 #include "runtime/rendezvous_store.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <limits>
 
 #include <gmock/gmock.h>
@@ -252,6 +259,56 @@ TEST(RendezvousStore, GarbageIsNamedWithTheClientAndOffset) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_THAT(errors[0], HasSubstr("byte 0: unknown query type 71 (torch 1.13-2.1 protocol); "
                                    "closing the connection"));
+}
+
+// Process CPU time (user + system) so far.
+std::chrono::microseconds cpu_time() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto us = [](const timeval& t) { return std::int64_t{t.tv_sec} * 1'000'000 + t.tv_usec; };
+  return std::chrono::microseconds(us(u.ru_utime) + us(u.ru_stime));
+}
+
+// Out of descriptors, the store's poll loop once spun on its readable
+// listening socket (issue 26); now it waits 100 ms between tries, and the
+// waiting client is served once descriptors free up.
+TEST(RendezvousStore, AcceptBacksOffWhileOutOfDescriptors) {
+  auto store = start_store(world(2, {0, 1}));
+  const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(client, 0);
+  ::testing::internal::CaptureStderr();  // opens its file before the table is full
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 256);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;
+  for (int fd; (fd = ::dup(0)) >= 0;) filler.push_back(fd);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(store->port());
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int connected = ::connect(client, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  const auto cpu0 = cpu_time();
+  std::this_thread::sleep_for(1s);
+  const auto spent = cpu_time() - cpu0;
+  for (int fd : filler) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_EQ(connected, 0);
+  EXPECT_LT(spent, 200ms) << "the accept loop spins";
+  const tcpstore::Bytes add =
+      tcpstore::encode(Dialect::kLegacy, {.op = Op::kAdd, .keys = {"/n"}, .delta = 5});
+  ASSERT_EQ(::send(client, add.data(), add.size(), 0), static_cast<ssize_t>(add.size()));
+  pollfd p{client, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 2000), 1) << "not served";
+  std::int64_t sum = 0;
+  EXPECT_EQ(::recv(client, &sum, sizeof sum, MSG_WAITALL), static_cast<ssize_t>(sizeof sum));
+  EXPECT_EQ(sum, 5);
+  ::close(client);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("rendezvous store: cannot accept a connection: Too many open files; "
+                             "trying again every 100 ms\n"));
+  EXPECT_EQ(err.find("cannot accept"), err.rfind("cannot accept")) << "warned more than once";
 }
 
 TEST(RendezvousStore, StopsPromptlyWhileClientsBlock) {
