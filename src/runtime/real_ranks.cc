@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "util/interrupt.h"
+
 namespace prism::runtime {
 namespace {
 constexpr int kNamedDrops = 10;  // dropped store clients named on stderr
@@ -72,6 +74,7 @@ Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
 
 Status early_end(const RendezvousStore& store, Launcher& launcher,
                  const std::function<bool(Rank)>& connected, std::string_view who) {
+  PRISM_RETURN_IF_ERROR(interruption());
   const std::vector<std::string> errors = store.errors();
   if (!errors.empty())
     return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));
