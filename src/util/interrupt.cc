@@ -4,8 +4,7 @@
 #include <string.h>
 
 #include <atomic>
-
-#include <fmt/format.h>
+#include <string>
 
 namespace prism {
 namespace {
@@ -37,8 +36,8 @@ Status interruption() {
   const int sig = caught_signal();
   if (sig == 0) return Status::ok();
   const char* name = ::sigabbrev_np(sig);
-  return Status::aborted(name != nullptr ? fmt::format("interrupted by SIG{}", name)
-                                         : fmt::format("interrupted by signal {}", sig));
+  return Status::aborted(name != nullptr ? std::string("interrupted by SIG") + name
+                                         : "interrupted by signal " + std::to_string(sig));
 }
 
 }  // namespace prism
