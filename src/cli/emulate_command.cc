@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/replay_command.h"
+#include "util/interrupt.h"
 
 namespace prism {
 
@@ -15,7 +16,8 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
   app_->footer(
       "Example: prism emulate job.yaml --real-ranks 0,63 -- build/bin/rank_player\n"
       "Exit status: 0 every real rank finished, 1 error (a rank crashed, hung, or did what the "
-      "graph does not), 4 a rank ran out of memory.");
+      "graph does not), 4 a rank ran out of memory, 128+N ended by signal N (SIGINT: 130, SIGTERM: "
+      "143; the real ranks stopped first).");
   job_.add_to(app_);
   app_->add_option("--real-ranks", options_.real_ranks, "Ranks to run for real, e.g. 0,4095 or 0-3")
       ->required()
@@ -72,6 +74,9 @@ bool EmulateCommand::selected() const {
 }
 
 Result<int> EmulateCommand::run() const {
+  // SIGINT/SIGTERM end the run cleanly: its real ranks stopped, its private
+  // directory removed; main() then exits with 128 + the signal.
+  catch_termination_signals();
   runtime::EmulationOptions o = options_;
   PRISM_ASSIGN_OR_RETURN(o.nccl, nccl_.selection());
   PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--report", "--trace", "--save-graph"},

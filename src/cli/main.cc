@@ -16,6 +16,7 @@
 #include "cli/replay_command.h"
 #include "cli/simulate_command.h"
 #include "cli/validate_command.h"
+#include "util/interrupt.h"
 #include "util/status.h"
 
 namespace {
@@ -48,9 +49,13 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
   return fmt::format("unknown command '{}' (commands: {})", rest.front(), known);
 }
 
+// A command that failed because it caught SIGINT or SIGTERM
+// (util/interrupt.h) exits as a shell reports such a signal: 128 + N.
 int finish(const prism::Result<int>& exit_status) {
   if (exit_status.is_ok()) return exit_status.value();
-  return fail(exit_status.status().message(), exit_status.status().code());
+  const int status = fail(exit_status.status().message(), exit_status.status().code());
+  const int sig = prism::caught_signal();
+  return sig != 0 ? 128 + sig : status;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "runtime/coordinator.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -34,6 +35,13 @@ MarkerKind marker_kind(wire::MarkerCode c) {
       return MarkerKind::kPhase;
   }
   return MarkerKind::kPhase;
+}
+
+// Sums of what a rank reports (bytes entered, memory held): a count of
+// non-negative values that stops at the largest int64 instead of wrapping.
+std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
+  std::int64_t sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<std::int64_t>::max() : sum;
 }
 
 SimTime wire_time(std::int64_t ns) {
@@ -148,7 +156,13 @@ Status Coordinator::Impl::dispatch(LiveRank& s, const wire::Message& m) {
     case wire::MessageType::kCompute: {
       // Reported when it ended: its start may lie before the rank's bound.
       const auto& c = std::get<wire::Compute>(m);
-      const SimTime end{c.at + c.duration};
+      std::int64_t end_ns = 0;  // both are non-negative (wire/payload.cc), the sum may not fit
+      if (__builtin_add_overflow(c.at, c.duration, &end_ns))
+        return Status::invalid_argument(fmt::format(
+            "live rank {} sent a compute report at {} ns lasting {} ns: it ends past the "
+            "largest time ({} ns)",
+            s.rank, c.at, c.duration, SimTime::never().ns));
+      const SimTime end{end_ns};
       PRISM_RETURN_IF_ERROR(step_to(s, end, "a compute report"));
       s.computed.push_back(LiveCompute{s.rank, c.stream, c.name, SimTime{c.at}, end});
       return Status::ok();
@@ -188,7 +202,7 @@ Status Coordinator::Impl::enter(LiveRank& s, const wire::Op& op) {
   s.last_op = gop;
   s.last_op_at = at;
   ++s.ops;
-  s.bytes += op.bytes;
+  s.bytes = saturating_add(s.bytes, op.bytes);
   replay_.enter(s.rank, gop, at);
   return Status::ok();
 }
@@ -261,11 +275,12 @@ Status Coordinator::Impl::step_to(LiveRank& s, SimTime at, std::string_view what
 
 void Coordinator::Impl::memory(LiveRank& s, const wire::Memory& m) {
   if (m.action == wire::MemoryAction::kAlloc) {
-    s.allocations[m.id] += m.bytes;
-    s.allocated += m.bytes;
+    std::int64_t& held = s.allocations[m.id];
+    held = saturating_add(held, m.bytes);
+    s.allocated = saturating_add(s.allocated, m.bytes);
     s.peak_allocated = std::max(s.peak_allocated, s.allocated);
   } else if (const auto it = s.allocations.find(m.id); it != s.allocations.end()) {
-    s.allocated -= it->second;
+    s.allocated = std::max<std::int64_t>(s.allocated - it->second, 0);  // after a saturated sum
     s.allocations.erase(it);
   }
 }

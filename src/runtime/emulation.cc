@@ -20,6 +20,7 @@
 #include "runtime/slice_capture.h"
 #include "simulation/simulation.h"
 #include "util/file.h"
+#include "util/interrupt.h"
 #include "util/progress.h"
 #include "wire/address.h"
 
@@ -55,6 +56,18 @@ std::string capture_only_option(const EmulationOptions& o) {
   return "";
 }
 
+// Waits up to `timeout` for every rank's process to end, as
+// Launcher::wait_all, but no longer once a termination signal is caught.
+std::vector<RankExit> wait_for_exits(Launcher& launcher, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::vector<RankExit> exits = launcher.wait_all(std::chrono::milliseconds(100));
+    if (std::none_of(exits.begin(), exits.end(), [](const RankExit& e) { return e.running(); }) ||
+        caught_signal() != 0 || std::chrono::steady_clock::now() >= deadline)
+      return exits;
+  }
+}
+
 }  // namespace
 
 Emulation::Emulation(EmulationOptions options) : options_(std::move(options)) {}
@@ -67,10 +80,12 @@ Emulation::~Emulation() {
 Result<EmulationResult> Emulation::run() {
   PRISM_RETURN_IF_ERROR(prepare());
   PRISM_RETURN_IF_ERROR(choose_graph());
+  PRISM_RETURN_IF_ERROR(interruption());
   const ExecutionGraph& g = *graph_;
   if (!options_.save_graph_path.empty())
     PRISM_RETURN_IF_ERROR(save_graph(g, options_.save_graph_path));
   PRISM_ASSIGN_OR_RETURN(const ReplayResult pure, predict());
+  PRISM_RETURN_IF_ERROR(interruption());
   const std::string graph_path = dir_ + "/graph.json";
   progress(fmt::format("writing {}...", graph_path));
   PRISM_RETURN_IF_ERROR(save_graph(g, graph_path));
@@ -170,6 +185,12 @@ Result<CoordinatorResult> Emulation::emulate() {
     Result<wire::Address> a = wire::parse_address(options_.listen);
     if (!a.is_ok()) return a.status().with_context("--listen");
     where = a.value();
+    if (!wire::is_loopback(where))
+      fmt::print(stderr,
+                 "prism emulate: warning: --listen {}: the coordinator is reachable from other "
+                 "hosts, and whoever reaches it first can say hello as a real rank; listen on "
+                 "127.0.0.1 or a Unix socket unless real ranks run on other hosts\n",
+                 where.to_string());
   }
   PRISM_ASSIGN_OR_RETURN(const wire::Address bound, coordinator.listen(where));
   return run_real_ranks(coordinator, bound.to_string());
@@ -201,11 +222,13 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
         *store, launcher, [&](Rank r) { return coordinator.connected(r); }, "real");
   });
   if (!done.is_ok()) {
-    const Status why = done.status().with_detail(exits_text(launcher));
+    // Interrupted, the ranks are stopped at once, not waited for.
+    const Status why =
+        caught_signal() != 0 ? done.status() : done.status().with_detail(exits_text(launcher));
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return why;
   }
-  for (const RankExit& e : launcher.wait_all(env_.timeout())) {
+  for (const RankExit& e : wait_for_exits(launcher, env_.timeout())) {
     if (e.how == RankExit::How::kExited && e.code == 0) continue;
     fmt::print(stderr, "prism emulate: real rank {} (pid {}) {}\n", e.rank, e.pid, e.describe());
     real_rank_failed_ = true;
@@ -218,6 +241,7 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
     }
   }
   launcher.terminate_all(std::chrono::milliseconds(2000));
+  PRISM_RETURN_IF_ERROR(interruption());
   return done;
 }
 

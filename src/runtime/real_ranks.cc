@@ -2,13 +2,19 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <system_error>
 
 #include <fmt/format.h>
 
+#include "util/interrupt.h"
+
 namespace prism::runtime {
+namespace {
+constexpr int kNamedDrops = 10;  // dropped store clients named on stderr
+}  // namespace
 
 std::string python_dir() {
   std::error_code ec;
@@ -45,6 +51,18 @@ Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
   StoreOptions o;
   o.world_size = e.world_size;
   o.real_ranks = real;
+  // A client that does not speak TCPStore (anyone on the host can connect)
+  // is dropped and named once; the run goes on.
+  auto named = std::make_shared<std::atomic<int>>(0);
+  o.on_drop = [named](const std::string& what) {
+    const int n = (*named)++;
+    if (n < kNamedDrops)
+      fmt::print(stderr, "prism emulate: warning: {}; the run goes on without that client\n", what);
+    if (n == kNamedDrops)
+      fmt::print(stderr,
+                 "prism emulate: warning: the rendezvous store dropped more clients that did not "
+                 "speak its protocol; they are not named\n");
+  };
   Result<std::unique_ptr<RendezvousStore>> store =
       RendezvousStore::start("127.0.0.1", static_cast<std::uint16_t>(e.master_port), o);
   if (!store.is_ok())
@@ -56,6 +74,7 @@ Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
 
 Status early_end(const RendezvousStore& store, Launcher& launcher,
                  const std::function<bool(Rank)>& connected, std::string_view who) {
+  PRISM_RETURN_IF_ERROR(interruption());
   const std::vector<std::string> errors = store.errors();
   if (!errors.empty())
     return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));

@@ -47,8 +47,10 @@ std::string python_dir();
 // answering for every rank but `real`.
 Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
                                                      const std::vector<Rank>& real);
-// What ends a run early, checked every tick: the store's first error (a
-// Gloo group it cannot answer for, a malformed query), or a `who` rank
+// What ends a run early, checked every tick: a termination signal caught
+// (util/interrupt.h), the store's first error (a
+// Gloo group it cannot answer for; a client that sent a malformed query is
+// only dropped, and named on stderr), or a `who` rank
 // ("real", "captured") whose process ended before it connected, which
 // would otherwise be waited for until the timeout.
 Status early_end(const RendezvousStore& store, Launcher& launcher,

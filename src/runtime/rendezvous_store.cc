@@ -25,6 +25,8 @@
 namespace prism::runtime {
 namespace {
 
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
+
 std::string errno_text(int err) {
   return std::strerror(err);
 }
@@ -90,7 +92,11 @@ Result<std::pair<int, std::uint16_t>> listen_on(const std::string& host, std::ui
 class RendezvousStore::Impl {
  public:
   Impl(const StoreOptions& options, int listen_fd, int wake_fd)
-      : state_(options), on_error_(options.on_error), listen_fd_(listen_fd), wake_fd_(wake_fd) {
+      : state_(options),
+        on_error_(options.on_error),
+        on_drop_(options.on_drop),
+        listen_fd_(listen_fd),
+        wake_fd_(wake_fd) {
     thread_ = std::thread([this] { loop(); });
   }
 
@@ -109,6 +115,11 @@ class RendezvousStore::Impl {
     return errors_;
   }
 
+  std::vector<std::string> dropped() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dropped_;
+  }
+
  private:
   struct Conn {
     int fd = -1;
@@ -119,7 +130,10 @@ class RendezvousStore::Impl {
     std::vector<pollfd> fds;
     std::vector<ClientId> ids;
     while (!stop_) {
-      fds.assign({{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+      // Out of descriptors, the listening socket stays readable: leave it
+      // out of the poll until the backoff ends.
+      const bool accepting = StoreClock::now() >= accept_after_;
+      fds.assign({{wake_fd_, POLLIN, 0}, {accepting ? listen_fd_ : -1, POLLIN, 0}});
       ids.clear();
       for (const auto& [id, conn] : conns_) {
         const short events = static_cast<short>(POLLIN | (conn.out.empty() ? 0 : POLLOUT));
@@ -146,6 +160,7 @@ class RendezvousStore::Impl {
 
   int poll_timeout_ms() const {
     auto next = state_.next_deadline();
+    if (StoreClock::now() < accept_after_ && (!next || accept_after_ < *next)) next = accept_after_;
     if (!next) return -1;
     auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - StoreClock::now()).count();
     return static_cast<int>(std::clamp<std::int64_t>(left, 0, 60'000));
@@ -154,7 +169,18 @@ class RendezvousStore::Impl {
   void accept_all() {
     while (true) {
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+        if (!starved_)
+          fmt::print(stderr,
+                     "prism: warning: rendezvous store: cannot accept a connection: {}; trying "
+                     "again every {} ms\n",
+                     errno_text(errno), kAcceptBackoff.count());
+        starved_ = true;
+        accept_after_ = StoreClock::now() + kAcceptBackoff;
+        return;
+      }
       if (fd < 0) return;  // EAGAIN, or a connection that went away first
+      starved_ = false;
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       const ClientId id = next_id_++;
@@ -188,6 +214,13 @@ class RendezvousStore::Impl {
     }
     for (ClientId id : effects.closes) close_conn(id);
     report(effects.errors);
+    for (const auto& d : effects.dropped) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (dropped_.size() < kMaxDropped) dropped_.push_back(d);
+      }
+      if (on_drop_) on_drop_(d);
+    }
   }
 
   void flush(ClientId id) {
@@ -233,13 +266,17 @@ class RendezvousStore::Impl {
 
   StoreState state_;
   std::function<void(const std::string&)> on_error_;
+  std::function<void(const std::string&)> on_drop_;
   int listen_fd_;
   int wake_fd_;
   std::map<ClientId, Conn> conns_;
   ClientId next_id_ = 1;
+  StoreClock::time_point accept_after_{};  // out of descriptors: no accept before
+  bool starved_ = false;                   // warned, until a connection is accepted
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;
   std::vector<std::string> errors_;
+  std::vector<std::string> dropped_;
   std::thread thread_;  // last: starts after every member above exists
 };
 
@@ -266,6 +303,10 @@ RendezvousStore::~RendezvousStore() = default;
 
 std::vector<std::string> RendezvousStore::errors() const {
   return impl_->errors();
+}
+
+std::vector<std::string> RendezvousStore::dropped() const {
+  return impl_->dropped();
 }
 
 }  // namespace prism::runtime

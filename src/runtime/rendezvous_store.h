@@ -19,10 +19,15 @@
 // every rank in order; any other group must be declared, in StoreOptions or
 // by a client SETting "prism/group/<name>" = "0,2,4" (any key prefix).
 //
-// Errors (malformed queries, refused Gloo groups, a communicator id whose
-// publisher cannot be placed) reach the owner through StoreOptions::on_error,
-// called on the store's thread, and errors(). One internal thread serves every
-// client; the destructor stops it promptly, closing every connection.
+// Errors (refused Gloo groups, a communicator id whose publisher cannot be
+// placed, an ADD it cannot do) reach the owner through
+// StoreOptions::on_error, called on the store's thread, and errors(): they
+// end an emulation. A client whose bytes are not TCPStore's protocol (an
+// unknown query type, a query past the limits: anyone on the host can
+// connect) is only dropped: closed, and named once through
+// StoreOptions::on_drop and dropped(); the others are served on. One
+// internal thread serves every client; the destructor stops it promptly,
+// closing every connection.
 #pragma once
 
 #include <chrono>
@@ -52,6 +57,8 @@ struct StoreOptions {
   std::chrono::milliseconds unknown_publisher_timeout{60000};
   // Receives each error as it happens, on the store's thread; must not block.
   std::function<void(const std::string&)> on_error;
+  // Receives each dropped client's description, likewise.
+  std::function<void(const std::string&)> on_drop;
 };
 
 class RendezvousStore {
@@ -68,6 +75,10 @@ class RendezvousStore {
   std::uint16_t port() const { return port_; }
   // Every error so far, in order.
   std::vector<std::string> errors() const;
+  // The clients dropped for malformed queries so far, in order (the first
+  // kMaxDropped named; a client hammering the port costs no more memory).
+  std::vector<std::string> dropped() const;
+  static constexpr std::size_t kMaxDropped = 100;
 
  private:
   class Impl;

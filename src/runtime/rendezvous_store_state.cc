@@ -124,7 +124,7 @@ void StoreState::run(ClientId id, StoreEffects& out) {
       return;
     }
     if (d.kind == tcpstore::Decoded::Kind::kError) {
-      fail(id, fmt::format("byte {}: {}; closing the connection", c.offset, d.error), out);
+      drop(id, fmt::format("byte {}: {}; closing the connection", c.offset, d.error), out);
       return;
     }
     c.in_pos += d.consumed;
@@ -279,9 +279,24 @@ void StoreState::handle_add(ClientId id, const Query& q, StoreEffects& out) {
            out);
       return;
     }
-    value += *base;
+    if (__builtin_add_overflow(value, *base, &value)) {
+      fail(id,
+           fmt::format("ADD {} to key '{}', whose value is {}: the sum is outside the 64-bit "
+                       "integers; closing the connection",
+                       q.delta, key, *base),
+           out);
+      return;
+    }
   } else {
-    value += virtual_share(store_keys::classify(key));
+    const std::int64_t share = virtual_share(store_keys::classify(key));
+    if (__builtin_add_overflow(value, share, &value)) {
+      fail(id,
+           fmt::format("ADD {} to key '{}', which counts {} virtual ranks: the sum is outside the "
+                       "64-bit integers; closing the connection",
+                       q.delta, key, share),
+           out);
+      return;
+    }
   }
   Bytes reply;
   tcpstore::put_i64(reply, value);
@@ -389,6 +404,12 @@ std::string StoreState::who(ClientId id) const {
 
 void StoreState::fail(ClientId id, const std::string& what, StoreEffects& out) {
   out.errors.push_back(fmt::format("rendezvous store: {}: {}", who(id), what));
+  out.closes.push_back(id);
+  disconnect(id);
+}
+
+void StoreState::drop(ClientId id, const std::string& what, StoreEffects& out) {
+  out.dropped.push_back(fmt::format("rendezvous store: {}: {}", who(id), what));
   out.closes.push_back(id);
   disconnect(id);
 }

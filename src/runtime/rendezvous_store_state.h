@@ -39,6 +39,9 @@ struct StoreEffects {
   std::vector<std::pair<ClientId, tcpstore::Bytes>> sends;
   std::vector<ClientId> closes;  // after the sends; no disconnect() needed
   std::vector<std::string> errors;
+  // Clients closed for bytes that are not TCPStore's protocol (a stranger on
+  // the port): named once each, not errors of the run.
+  std::vector<std::string> dropped;
 };
 
 // The options' own consistency: world size, ranks in range and unique.
@@ -110,6 +113,7 @@ class StoreState {
               const tcpstore::Bytes& new_value, StoreEffects& out);
   void stop_waiting(ClientId id, Client& c);
   void fail(ClientId id, const std::string& what, StoreEffects& out);
+  void drop(ClientId id, const std::string& what, StoreEffects& out);
   std::string who(ClientId id) const;
 
   StoreOptions options_;

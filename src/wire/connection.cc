@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include <array>
 #include <optional>
@@ -50,6 +51,17 @@ Result<std::unique_ptr<Connection>> Connection::open(const Address& a,
   }
   PRISM_ASSIGN_OR_RETURN(const asio::generic::stream_protocol::endpoint ep,
                          resolve_endpoint(a, impl->io));
+  // Close-on-exec: a program that runs others keeps its connection to itself.
+  const int fd = ::socket(ep.protocol().family(), ep.protocol().type() | SOCK_CLOEXEC,
+                          ep.protocol().protocol());
+  if (fd < 0)
+    return Status::io_error(fmt::format("{}: socket: {}", a.to_string(), std::strerror(errno)));
+  asio::error_code assigned;
+  impl->socket.assign(ep.protocol(), fd, assigned);
+  if (assigned) {
+    ::close(fd);
+    return Status::io_error(fmt::format("{}: {}", a.to_string(), assigned.message()));
+  }
   std::optional<asio::error_code> result;
   impl->socket.async_connect(ep, [&](const asio::error_code& ec) { result = ec; });
   impl->io.run_for(timeout);

@@ -3,6 +3,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <array>
 #include <deque>
 #include <map>
@@ -18,6 +21,7 @@
 namespace prism::wire {
 
 namespace {
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
 using GenericSocket = asio::generic::stream_protocol::socket;
 using GenericAcceptor = asio::basic_socket_acceptor<asio::generic::stream_protocol>;
 }  // namespace
@@ -40,11 +44,57 @@ struct Server::Impl {
 
   Impl(ServerHandler& h, ServerOptions o) : handler(h), options(o) {}
 
+  // Waits for the listening socket to be readable, then accepts with
+  // accept4(SOCK_CLOEXEC) (asio's accept leaves the descriptor inheritable,
+  // and a real rank started meanwhile would hold the connection open).
   void accept(GenericAcceptor& acceptor, Address where) {
-    acceptor.async_accept([this, &acceptor, where](const asio::error_code& ec, GenericSocket s) {
-      if (ec == asio::error::operation_aborted) return;
-      if (!ec) add_peer(std::move(s), where);
-      accept(acceptor, where);
+    acceptor.async_wait(asio::socket_base::wait_read,
+                        [this, &acceptor, where](const asio::error_code& ec) {
+                          if (ec == asio::error::operation_aborted) return;
+                          if (!ec && !accept_ready(acceptor, where))
+                            return back_off(acceptor, where);
+                          accept(acceptor, where);
+                        });
+  }
+
+  // Accepts every connection waiting on the (non-blocking) listening socket.
+  // False when out of descriptors: the connection stays queued and the
+  // socket readable, so waiting again at once would spin.
+  bool accept_ready(GenericAcceptor& acceptor, const Address& where) {
+    for (;;) {
+      const int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          if (!starved)
+            fmt::print(stderr,
+                       "prism: warning: {}: cannot accept a connection: {}; trying again every "
+                       "{} ms\n",
+                       where.to_string(), std::strerror(errno), kAcceptBackoff.count());
+          starved = true;
+          return false;
+        }
+        return true;  // EAGAIN: none left
+      }
+      starved = false;
+      GenericSocket s(io);
+      asio::error_code ec;
+      s.assign(acceptor.local_endpoint(ec).protocol(), fd, ec);
+      if (ec) {
+        ::close(fd);
+        continue;
+      }
+      add_peer(std::move(s), where);
+    }
+  }
+
+  // Waits kAcceptBackoff before accepting on `acceptor` again.
+  void back_off(GenericAcceptor& acceptor, const Address& where) {
+    auto& timer = backoff[&acceptor];
+    if (!timer) timer = std::make_unique<asio::steady_timer>(io);
+    timer->expires_after(kAcceptBackoff);
+    timer->async_wait([this, &acceptor, where](const asio::error_code& ec) {
+      if (!ec) accept(acceptor, where);
     });
   }
 
@@ -201,6 +251,10 @@ struct Server::Impl {
   ServerOptions options;
   asio::io_context io;
   std::vector<std::unique_ptr<GenericAcceptor>> acceptors;
+  // Out of descriptors, an acceptor waits on its timer here (and the
+  // warning is printed once until a connection is accepted again).
+  std::map<const GenericAcceptor*, std::unique_ptr<asio::steady_timer>> backoff;
+  bool starved = false;
   std::vector<std::string> unix_paths;
   std::vector<std::string> in_process_names;
   std::map<PeerId, std::unique_ptr<Peer>> peers;
@@ -229,7 +283,15 @@ Result<Address> Server::listen(const Address& a) {
                          resolve_endpoint(a, impl_->io));
   auto acceptor = std::make_unique<GenericAcceptor>(impl_->io);
   asio::error_code ec;
-  acceptor->open(ep.protocol(), ec);
+  // Close-on-exec, so the real ranks started later do not inherit it.
+  const int fd = ::socket(ep.protocol().family(), ep.protocol().type() | SOCK_CLOEXEC,
+                          ep.protocol().protocol());
+  if (fd < 0) ec = asio::error_code(errno, asio::system_category());
+  if (!ec) {
+    acceptor->assign(ep.protocol(), fd, ec);
+    if (ec) ::close(fd);
+  }
+  if (!ec) acceptor->non_blocking(true, ec);
   if (!ec && a.kind == Address::Kind::kTcp)
     acceptor->set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor->bind(ep, ec);

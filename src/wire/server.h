@@ -4,7 +4,9 @@
 // frame gets an Error message back and closes that peer; a peer silent for
 // longer than the idle timeout is closed too; both reach the handler as
 // on_close with the reason, so the coordinator can end the emulation
-// cleanly instead of waiting forever.
+// cleanly instead of waiting forever. Out of file descriptors (EMFILE), the
+// accept loop warns once on stderr and tries again every 100 ms instead of
+// spinning. Every descriptor it opens is close-on-exec.
 #pragma once
 
 #include <chrono>

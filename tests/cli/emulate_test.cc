@@ -4,8 +4,15 @@
 // tests check structure and loose bounds; docs/validation.md records the
 // fidelity experiment with its figures. Every fault must end the run with one
 // clear error, quickly.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -207,6 +214,71 @@ TEST_F(EmulateTest, ACaptureThatFailsStopsTheCapturesBesideIt) {
   EXPECT_THAT(r.err, HasSubstr("error: the capture of rank 1: captured rank 1 (pid "));
   EXPECT_THAT(r.err, HasSubstr("exited with code 3 before it connected to the coordinator"));
   EXPECT_THAT(r.err, Not(HasSubstr("captured rank 0")));
+}
+
+// SIGTERM to `prism emulate` while its real rank runs (and has not
+// connected): the rank is stopped, the run's private directory removed, and
+// prism exits with 128 + 15 and an error naming the signal (issue 26: it
+// died, leaving both behind).
+TEST_F(EmulateTest, SigtermStopsTheRanksAndRemovesThePrivateDirectory) {
+  const std::string private_root = tmp_ + "/t";
+  fs::create_directories(private_root);
+  std::vector<std::string> argv_s = {testing::kPrism,
+                                     "emulate",
+                                     kJob,
+                                     "--real-ranks",
+                                     "2",
+                                     "--master-port",
+                                     "0",
+                                     "--",
+                                     "/bin/sh",
+                                     "-c",
+                                     "echo $$ > " + tmp_ + "/rank.pid; exec sleep 60"};
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s = {"TMPDIR=" + private_root};
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!std::string_view(*e).starts_with("TMPDIR=")) env_s.emplace_back(*e);
+  std::vector<char*> env;
+  for (std::string& e : env_s) env.push_back(e.data());
+  env.push_back(nullptr);
+  const std::string err_path = tmp_ + "/stderr";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addchdir_np(&actions, testing::kSourceDir.c_str());
+  pid_t prism = 0;
+  ASSERT_EQ(posix_spawn(&prism, argv[0], &actions, nullptr, argv.data(), env.data()), 0);
+  posix_spawn_file_actions_destroy(&actions);
+
+  pid_t rank = 0;
+  for (int i = 0; i < 600 && rank <= 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    rank = std::atoi(slurp(tmp_ + "/rank.pid").c_str());
+  }
+  ASSERT_GT(rank, 0) << "the rank did not start: " << slurp(err_path);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the rank execs sleep
+  ASSERT_EQ(::kill(prism, SIGTERM), 0);
+  int status = 0;
+  pid_t waited = 0;
+  for (int i = 0; i < 200 && waited == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    waited = ::waitpid(prism, &status, WNOHANG);
+  }
+  if (waited == 0) ::kill(prism, SIGKILL), ::waitpid(prism, &status, 0);
+  const bool rank_alive = ::kill(rank, 0) == 0;
+  if (rank_alive) ::kill(rank, SIGKILL);
+  ASSERT_EQ(waited, prism) << "prism emulate did not end within 10 s of SIGTERM";
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_THAT(slurp(err_path), HasSubstr("error: interrupted by SIGTERM"));
+  EXPECT_FALSE(rank_alive) << "the real rank (pid " << rank << ") outlived prism";
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(private_root)) left.push_back(e.path().string());
+  EXPECT_TRUE(left.empty()) << "left behind: " << left.front();
 }
 
 }  // namespace

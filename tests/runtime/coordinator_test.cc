@@ -10,8 +10,10 @@
 
 #include <filesystem>
 #include <future>
+#include <limits>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -279,6 +281,44 @@ TEST(CoordinatorTest, ClockGoingBackIsRejected) {
   const Result<CoordinatorResult> out = c.result();
   ASSERT_FALSE(out.is_ok());
   EXPECT_THAT(out.status().message(), HasSubstr("sent op 1 at 50 ns, before 100 ns"));
+}
+
+// A compute report whose end is past INT64_MAX ns was summed with a
+// signed overflow (UBSan, issue 26); now it is refused by name.
+TEST(CoordinatorTest, AComputeReportEndingPastTheLargestTimeIsRefused) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0});
+  Rank0 r(c.address);
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  r.send(Compute{0, max - 10, 100, "gemm"});
+  const Result<CoordinatorResult> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status().message(),
+              HasSubstr(fmt::format("live rank 0 sent a compute report at {} ns lasting 100 ns: "
+                                    "it ends past the largest time ({} ns)",
+                                    max - 10, max)));
+}
+
+// Memory held past INT64_MAX bytes stops there instead of wrapping negative.
+TEST(CoordinatorTest, MemoryHeldPastTheLargestCountSaturates) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0});
+  Rank0 r(c.address);
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  r.send(wire::Memory{MemoryAction::kAlloc, 1, max - 1, 0, 10});
+  r.send(wire::Memory{MemoryAction::kAlloc, 1, 5, 0, 20});  // the same block grows
+  r.send(wire::Memory{MemoryAction::kAlloc, 2, max, 0, 30});
+  r.send(wire::Memory{MemoryAction::kFree, 1, 0, 0, 40});
+  r.send(wire::Memory{MemoryAction::kFree, 2, 0, 0, 50});
+  r.all_reduce(0, 100);
+  const std::int64_t first = r.wait(0, 100);
+  r.all_reduce(1, first + 50);
+  r.send(Bye{0, r.wait(1, first + 50)});
+  Result<CoordinatorResult> out = c.result();
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  ASSERT_EQ(out.value().live.size(), 1u);
+  EXPECT_EQ(out.value().live[0].peak_allocated.count, max);
 }
 
 TEST(CoordinatorTest, RankThatHangsUpIsReportedWithItsLastOp) {

@@ -5,11 +5,16 @@
 // (tests/cli/emulate_test.cc runs the same through the CLI, with loose bounds).
 #include "runtime/emulation.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 
 #include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -127,6 +132,30 @@ TEST_F(EmulationTest, ARankThatExitsBeforeConnectingEndsTheRun) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
 }
 
+// A coordinator listening off the loopback is reachable from other hosts:
+// the run says so on stderr (issue 26: it bound 0.0.0.0 without a word).
+TEST_F(EmulationTest, ListeningOffTheLoopbackIsWarnedAbout) {
+  for (const std::string listen : {"tcp:0.0.0.0:0", "tcp:127.0.0.1:0"}) {
+    EmulationOptions o = options("2");
+    o.program = {"/bin/sh", "-c", "exit 7"};  // ends the run at once
+    o.listen = listen;
+    Emulation emulation(o);
+    ::testing::internal::CaptureStderr();
+    Result<EmulationResult> r = emulation.run();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_THAT(r.status().message(), HasSubstr("exited with code 7"));
+    const std::string warning =
+        "prism emulate: warning: --listen tcp:0.0.0.0:0: the coordinator is reachable from "
+        "other hosts";
+    if (listen == "tcp:0.0.0.0:0") {
+      EXPECT_THAT(err, HasSubstr(warning));
+    } else {
+      EXPECT_THAT(err, ::testing::Not(HasSubstr("reachable from other hosts")));
+    }
+  }
+}
+
 // Its goodbye said exit 0; its process then exited 3. The report gives the
 // process's exit (it once said 0).
 TEST_F(EmulationTest, ARankThatFailsAfterItsGoodbyeIsReportedWithItsProcessExit) {
@@ -143,6 +172,46 @@ TEST_F(EmulationTest, ARankThatFailsAfterItsGoodbyeIsReportedWithItsProcessExit)
   Result<std::string> report = read_file(tmp_ + "/r.json");
   ASSERT_TRUE(report.is_ok());
   EXPECT_THAT(report.value(), HasSubstr("\"exit_code\": 3"));
+}
+
+// The descriptors this process would pass to any child: open and not
+// close-on-exec (0, 1, 2 and whatever the test runner left inheritable).
+std::set<int> inheritable_fds() {
+  std::set<int> fds;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+    const int fd = std::stoi(e.path().filename().string());
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && (flags & FD_CLOEXEC) == 0) fds.insert(fd);
+  }
+  return fds;
+}
+
+// Each real rank lists its shell's descriptors (on its stdout, which the
+// launcher forwards with a "[rankN]: " prefix), then runs rank_player: it
+// holds none of the coordinator's, the store's or the other rank's sockets
+// and pipes (issue 26: the coordinator's listening socket was inherited).
+TEST_F(EmulationTest, RealRanksInheritNoneOfTheCoordinatorsDescriptors) {
+  EmulationOptions o = options("0,15");
+  o.program = {"/bin/sh", "-c", "ls -l /proc/$$/fd; exec \"$0\"", kPlayer};
+  Emulation emulation(o);
+  ::testing::internal::CaptureStdout();  // keeps stdout on a descriptor it opens
+  const std::set<int> ours = inheritable_fds();
+  Result<EmulationResult> r = emulation.run();
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  std::map<int, int> seen;  // rank -> descriptors listed
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t arrow = line.find(" -> ");
+    if (!line.starts_with("[rank") || arrow == std::string::npos) continue;
+    const int rank = std::stoi(line.substr(5));
+    const std::size_t name = line.rfind(' ', arrow - 1) + 1;
+    const int fd = std::stoi(line.substr(name, arrow - name));
+    ++seen[rank];
+    EXPECT_TRUE(fd <= 2 || ours.contains(fd)) << "it holds: " << line;
+  }
+  EXPECT_GE(seen[0], 3) << out;
+  EXPECT_GE(seen[15], 3) << out;
 }
 
 }  // namespace

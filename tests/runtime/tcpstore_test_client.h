@@ -59,6 +59,14 @@ inline std::vector<std::string> errors_after(const RendezvousStore& s, std::size
   return s.errors();
 }
 
+// The store's dropped clients once there are `n` (or after 5 s).
+inline std::vector<std::string> dropped_after(const RendezvousStore& s, std::size_t n) {
+  for (int i = 0; i < 500 && s.dropped().size() < n; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return s.dropped();
+}
+
 class TestClient {
  public:
   // Connects to 127.0.0.1:port; a kValidated client sends VALIDATE first.
