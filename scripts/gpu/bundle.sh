@@ -30,8 +30,9 @@ limit_mib=60
 # megatron-core 0.16.1: the newest release pip offers for python 3.12 here
 # (2026-11-27); it supports torch 2.11. A cp312 manylinux wheel (compiled
 # dataset helpers), not pure Python: it needs the host's python 3.12.
-# Its dependencies (torch, numpy, packaging) are on the host with torch.
-wheel_specs=("megatron-core==0.16.1")
+# Its dependencies: torch and numpy are on the host with torch; packaging
+# (pure Python) may not be, so it comes too.
+wheel_specs=("megatron-core==0.16.1" "packaging==25.0")
 
 while [ $# -gt 0 ]; do
   case $1 in
@@ -93,7 +94,7 @@ cp -r /usr/include/asio /usr/include/asio.hpp /usr/include/fmt "$tb/third_party/
 cp "$repo/scripts/gpu/torch_backend.cmake" "$tb/CMakeLists.txt"
 cp "$repo/scripts/gpu/build_torch_backend.sh" "$out/"
 
-cp -r "$repo"/examples/{ddp_gpt,pipeline_gpt,cuda_gpt,jobs,validation} "$out/examples/"
+cp -r "$repo"/examples/{ddp_gpt,pipeline_gpt,cuda_gpt,megatron_gpt,jobs,validation} "$out/examples/"
 mkdir -p "$out/examples/rank_player" && cp "$repo"/examples/rank_player/* "$out/examples/rank_player/"
 cp "$repo/data/kernels.csv" "$out/data/"
 cp "$repo/scripts/measure_kernels.py" "$out/scripts/"

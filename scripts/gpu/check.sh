@@ -12,11 +12,14 @@
 # a summary; exit 0 only when all pass.
 #
 # GPU checks, each bounded by a timeout inside an overall budget (--budget,
-# 400 s), in this order; figures go to OUT/figures.json, the log to OUT/check.log:
+# 400 s), run in the order build, a, e, c, d, b, g (the most telling first);
+# figures go to OUT/figures.json, the log to OUT/check.log:
 #   build  the c10d extension against the host's torch (build_torch_backend.sh)
 #   (a)    examples/cuda_gpt/train.py (bf16, CUDA) as rank K of the 1,024-rank
 #          DGX H100 job, LD_PRELOAD of the drop-in, through `prism emulate`:
 #          --parallel ddp, fsdp, tp; emulated vs predicted iteration time
+#   (b)    examples/megatron_gpt/train.py (Megatron-Core 0.16.1 from wheels/, GPT,
+#          local spec, 1F1B) as rank K of a TP1 PP4 DP256 job through the drop-in
 #   (c)    the same program's GPU time per step, world size 1 (real NCCL) vs
 #          emulated on a near-instant network (drop-in): percent apart
 #   (d)    stream release: release_latency.py, 1,000 one-element all-reduces
@@ -26,18 +29,17 @@
 #   (g)    kernels `prism simulate --kernels` lists for examples/validation
 #          jobs on this GPU that data/kernels.csv lacks, measured with
 #          scripts/measure_kernels.py (as many as the time allows)
-#   (b)    Megatron-Core as a real rank: NOT WRITTEN (logged as such)
 #   (f)    capture on GPU (kernel times -> graph compute): NOT WRITTEN
 # UNTESTED: everything but --dry-run has never run on a GPU (written
 # 2026-11-27 with no GPU host lent); each check ends with one error line
 # rather than hanging, and the script kills its whole process group on exit.
 #
 # Options: --out DIR (default ./gpu-check-<UTC time>), --python PY (python3),
-#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (a,c,d,e,g,build)
+#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (build,a,b,c,d,e,g)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 args=("$@")
-dry=0 out= python=python3 rank=5 budget=400 only=build,a,c,d,e,g
+dry=0 out= python=python3 rank=5 budget=400 only=build,a,b,c,d,e,g
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry=1; shift ;;
@@ -200,7 +202,7 @@ gpu_name=$(echo "$env_json" | sed 's/.*"gpu": "\([^"]*\)".*/\1/')
 [ -n "${PRISM_CHECK_GPU_NAME:-}" ] && gpu_name=$PRISM_CHECK_GPU_NAME  # testing only, as above
 
 if wanted build; then
-  step build 240 bash "$B/build_torch_backend.sh" "$python" && fig build '{"ok": true}' ||
+  step build 150 bash "$B/build_torch_backend.sh" "$python" && fig build '{"ok": true}' ||
     { fig build '{"ok": false}'; say "build: the c10d extension did not build; with PRISM_NCCL_DROPIN=1 it is not needed"; }
 fi
 
@@ -215,6 +217,14 @@ if wanted a; then
     rep=null; [ -s "$out/a_$mode.report.json" ] && rep=$(cat "$out/a_$mode.report.json")
     fig a_$mode "{\"exit\": $rc, \"report\": $rep, \"gpu_stats\": $(line_json "$out/a_$mode.out" GPU_STATS)}"
   done
+fi
+
+# (e) NCCL's device memory: torch's real NCCL (nranks=1) and the drop-in (rank 0 of 1,024).
+if wanted e; then
+  step e_real 60 "$python" gpu/nccl_footprint.py --lib real --label real
+  step e_dropin 90 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml --real-ranks 0 \
+    -- "$python" gpu/nccl_footprint.py --lib "$dropin" --label dropin
+  fig e_memory "{\"real\": $(line_json "$out/e_real.out" FOOTPRINT), \"dropin\": $(line_json "$out/e_dropin.out" FOOTPRINT), \"model\": \"not wired: compare by hand with the NCCL footprint model (docs/memory.md)\"}"
 fi
 
 # (c) perturbation: the GPU time of a step alone vs emulated on a near-instant network.
@@ -242,12 +252,23 @@ if wanted d; then
   fig d_release "{\"alone\": $(line_json "$out/d_alone.out" RELEASE), \"emulated\": $(line_json "$out/d_emulated.out" RELEASE)}"
 fi
 
-# (e) NCCL's device memory: torch's real NCCL (nranks=1) and the drop-in (rank 0 of 1,024).
-if wanted e; then
-  step e_real 60 "$python" gpu/nccl_footprint.py --lib real --label real
-  step e_dropin 90 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml --real-ranks 0 \
-    -- "$python" gpu/nccl_footprint.py --lib "$dropin" --label dropin
-  fig e_memory "{\"real\": $(line_json "$out/e_real.out" FOOTPRINT), \"dropin\": $(line_json "$out/e_dropin.out" FOOTPRINT), \"model\": \"not wired: compare by hand with the NCCL footprint model (docs/memory.md)\"}"
+# (b) Megatron-Core's GPT and 1F1B schedule as rank K of TP1 PP4 DP256; the
+# wheels unpacked (zip) into OUT/site, which PYTHONPATH carries through
+# `prism emulate` (it puts python/ before it). One rank per stage captured side
+# by side. Its last lines in the log say why when Megatron-Core cannot run so.
+if wanted b; then
+  "$python" -c '
+import sys, zipfile
+for w in sys.argv[2:]:
+    zipfile.ZipFile(w).extractall(sys.argv[1])' "$out/site" wheels/*.whl 2>>"$log" ||
+    say "b: the wheels do not unpack"
+  step b_megatron 180 env PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}" "$prism" emulate \
+    examples/jobs/megatron-gpt-pp4-1024.yaml --real-ranks "$rank" --capture-jobs 4 \
+    --report "$out/b_megatron.report.json" \
+    -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/megatron_gpt/train.py
+  rc=$?
+  rep=null; [ -s "$out/b_megatron.report.json" ] && rep=$(cat "$out/b_megatron.report.json")
+  fig b_megatron "{\"exit\": $rc, \"report\": $rep, \"gpu_stats\": $(line_json "$out/b_megatron.out" GPU_STATS)}"
 fi
 
 # (g) kernel-database refresh for the validation jobs on this GPU. Only the
@@ -277,7 +298,6 @@ if wanted g; then
   fig g_kernels "{\"gpu\": \"$db\", \"wanted\": $wanted_n, \"measured\": $measured, \"csv\": \"g_kernels.csv\"}"
 fi
 
-say "(b) Megatron-Core as a real rank: not written (wheels/ has megatron-core for it)"
 say "(f) capture on GPU: not written"
-fig not_written '{"b": "Megatron-Core as a real rank: not written", "f": "capture on GPU: not written"}'
+fig not_written '{"f": "capture on GPU: not written"}'
 exit 0

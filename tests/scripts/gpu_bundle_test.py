@@ -53,6 +53,7 @@ class GpuBundleTest(unittest.TestCase):
                   "torch_backend/src/shim/torch/backend.cc", "torch_backend/third_party/asio.hpp",
                   "python/sitecustomize.py", "python/prism_torch/__init__.py",
                   "examples/cuda_gpt/train.py", "examples/jobs/cuda-gpt-1024.yaml",
+                  "examples/megatron_gpt/train.py", "examples/jobs/megatron-gpt-pp4-1024.yaml",
                   "data/kernels.csv", "scripts/measure_kernels.py", "gpu/nccl_footprint.py",
                   "gpu/release_latency.py"]:
             self.assertIn(p, paths)
