@@ -110,31 +110,35 @@ log=$out/check.log
 figs=$out/figures.d
 mkdir -p "$figs"
 start=$SECONDS
-# Own process group (a session of its own), so that the trap can end
+# A session of its own, so that the steps and the trap can end
 # everything started here; setsid --wait keeps the caller waiting for it.
-read -r _ _ _ _ pgid _ </proc/$$/stat
-if [ "$pgid" != "$$" ]; then
+read -r _ _ _ _ _ sid _ </proc/$$/stat
+if [ "$sid" != "$$" ]; then
   exec setsid --wait bash "${BASH_SOURCE[0]}" "${args[@]}" --out "$out"
 fi
-# The group's processes other than this shell, from /proc.
+# The session's processes other than this shell and its subshell: the ranks
+# `prism emulate` starts are in process groups of their own, but in this session.
 others() {
-  local f p g
+  local f p s
   for f in /proc/[0-9]*/stat; do
-    read -r p _ _ _ g _ <"$f" 2>/dev/null || continue
-    [ "$g" = "$$" ] && [ "$p" != "$$" ] && [ "$p" != "$BASHPID" ] && echo "$p"
+    read -r p _ _ _ _ s _ <"$f" 2>/dev/null || continue
+    [ "$s" = "$$" ] && [ "$p" != "$$" ] && [ "$p" != "$BASHPID" ] && echo "$p"
   done
+}
+# Ends what a step left behind (TERM, then KILL 2 s later); says so.
+reap() {
+  local left; left=$(others)
+  [ -z "$left" ] && return 0
+  kill -TERM $left 2>/dev/null; sleep 2
+  left=$(others); [ -n "$left" ] && kill -KILL $left 2>/dev/null
+  say "$1: ended the processes left behind"
 }
 cleanup() {
   trap - EXIT
   trap '' INT TERM
+  reap end
   say "end: $((SECONDS - start)) s; figures: $out/figures.json; log: $log"
   merge_figures
-  local left; left=$(others)
-  if [ -n "$left" ]; then
-    kill -TERM $left 2>/dev/null; sleep 2
-    left=$(others); [ -n "$left" ] && kill -KILL $left 2>/dev/null
-    say "ended the processes left behind"
-  fi
 }
 say() { echo "[check $(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
 fig() { printf '%s' "$2" >"$figs/$1.json"; }  # fig NAME JSON
@@ -164,8 +168,12 @@ step() {
   if [ "$t" -lt 10 ]; then say "$name: skipped: the budget is spent"; return 125; fi
   say "$name: start (timeout $t s): $*"
   local s=$SECONDS rc
-  timeout --kill-after=5 "$t" "$@" >"$out/$name.out" 2>&1; rc=$?
+  # In the background and waited for, so that a signal to this shell runs its
+  # trap at once instead of after the step.
+  timeout --kill-after=5 "$t" "$@" >"$out/$name.out" 2>&1 </dev/null &
+  wait $!; rc=$?
   say "$name: exit $rc after $((SECONDS - s)) s$([ $rc = 124 ] && echo ' (TIMED OUT)')"
+  reap "$name"
   [ $rc != 0 ] && tail -5 "$out/$name.out" | sed 's/^/    /' | tee -a "$log"
   return $rc
 }
@@ -223,7 +231,7 @@ fi
 if wanted e; then
   step e_real 60 "$python" gpu/nccl_footprint.py --lib real --label real
   step e_dropin 90 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml --real-ranks 0 \
-    -- "$python" gpu/nccl_footprint.py --lib "$dropin" --label dropin
+    -- env LD_PRELOAD="$dropin" "$python" gpu/nccl_footprint.py --lib "$dropin" --label dropin
   fig e_memory "{\"real\": $(line_json "$out/e_real.out" FOOTPRINT), \"dropin\": $(line_json "$out/e_dropin.out" FOOTPRINT), \"model\": \"not wired: compare by hand with the NCCL footprint model (docs/memory.md)\"}"
 fi
 
