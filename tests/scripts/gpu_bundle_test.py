@@ -9,6 +9,7 @@ Environment: PRISM_BUILD_DIR, the CMake build folder (prism, rank_player,
 lib/libnccl.so.2 and lib/libprism_client.so built).
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -106,6 +107,24 @@ class GpuBundleTest(unittest.TestCase):
         with open(os.path.join(out, "check.log")) as f:
             self.assertIn("error: no usable GPU", f.read())
         self.assertTrue(os.path.exists(os.path.join(out, "figures.json")))
+
+    def test_gpu_run_machinery_without_a_gpu(self):
+        # PRISM_CHECK_NO_GPU_OK (testing only) goes past the GPU check: (g)
+        # lists the H100 validation jobs' modelled kernels, its measuring step
+        # fails at once (no CUDA), and the figures file still gets (g)'s figures.
+        out = os.path.join(self.tmp.name, "run_g")
+        env = dict(os.environ, PRISM_CHECK_NO_GPU_OK="1",
+                   PRISM_CHECK_GPU_NAME="NVIDIA H100 80GB HBM3")
+        r = run(["bash", os.path.join(self.bundle, "check.sh"), "--out", out, "--only", "g",
+                 "--budget", "60", "--python", sys.executable], cwd=self.tmp.name, env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"g: [1-9]\d* kernel signatures of H100-SXM5-80GB")
+        self.assertIn("(f) capture on GPU: not written", r.stdout)
+        with open(os.path.join(out, "figures.json")) as f:
+            figures = json.load(f)
+        self.assertEqual(figures["g_kernels"]["gpu"], "H100-SXM5-80GB")
+        self.assertGreater(figures["g_kernels"]["wanted"], 0)
+        self.assertEqual(figures["g_kernels"]["measured"], 0)
 
 
 if __name__ == "__main__":
