@@ -103,6 +103,10 @@ if [ "$dry" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- GPU run
+if [ ! -x "$here/bin/prism" ]; then
+  echo "check.sh: error: $here is not a bundle (no bin/prism): run it as build/gpu-bundle/check.sh, after scripts/gpu/bundle.sh" >&2
+  exit 1
+fi
 out=${out:-$PWD/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
@@ -195,9 +199,13 @@ say "bundle $B; out $out; budget $budget s; python $python; real rank $rank"
 env_json=$("$python" -c '
 import json, torch
 ok = torch.cuda.is_available()
+try:
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if ok else None
+except Exception as e:
+    nccl = "unknown: %s" % e
 print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda, "cuda_available": ok,
   "gpu": torch.cuda.get_device_name(0) if ok else None,
-  "nccl": ".".join(map(str, torch.cuda.nccl.version())) if ok else None}))' 2>>"$log")
+  "nccl": nccl}))' 2>>"$log")
 say "host: $env_json"
 fig host "${env_json:-null}"
 # PRISM_CHECK_NO_GPU_OK=1 goes on without a GPU: only to test this script itself.
@@ -220,7 +228,7 @@ if wanted a; then
     job=examples/jobs/cuda-gpt-1024.yaml
     [ $mode = tp ] && job=examples/jobs/cuda-gpt-tp8-1024.yaml
     step a_$mode 120 "$prism" emulate $job --real-ranks "$rank" --report "$out/a_$mode.report.json" \
-      -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/cuda_gpt/train.py --parallel $mode
+      -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/cuda_gpt/train.py --parallel $mode --steps 8
     rc=$?
     rep=null; [ -s "$out/a_$mode.report.json" ] && rep=$(cat "$out/a_$mode.report.json")
     fig a_$mode "{\"exit\": $rc, \"report\": $rep, \"gpu_stats\": $(line_json "$out/a_$mode.out" GPU_STATS)}"
@@ -284,15 +292,17 @@ fi
 # kernels cannot be measured here. On 2026-11-27 the two H100 jobs lacked only
 # `mem` signatures (modelled from bandwidth), hence --measure-mem.
 if wanted g; then
+  # On an H200 the H100 jobs are listed on the hgx-h200 preset, for H200 kernels.
+  preset=()
   case $gpu_name in
-    *H200*) db=H200-SXM-141GB ;;
+    *H200*) db=H200-SXM-141GB preset=(--set cluster.preset=hgx-h200) ;;
     *H100*) db=H100-SXM5-80GB ;;
     *) db=none ;;
   esac
   : >"$out/g_wanted.txt"
   for job in examples/validation/*.yaml; do
     grep -qi a100 "$job" && continue  # an A100 cluster's kernels: not this GPU's
-    "$prism" simulate "$job" --kernels "$out/g_k.csv" >/dev/null 2>>"$log" || continue
+    "$prism" simulate "$job" "${preset[@]}" --kernels "$out/g_k.csv" >/dev/null 2>>"$log" || continue
     awk -F, -v db="$db" 'NR > 1 && $4 == "model" && $1 == db {print $2}' "$out/g_k.csv" >>"$out/g_wanted.txt"
   done
   sort -u -o "$out/g_wanted.txt" "$out/g_wanted.txt"
