@@ -3,7 +3,7 @@
 # with no network (Ubuntu 24.04-like, newer glibc, python 3.12, torch 2.11 +
 # CUDA 13, cmake, ninja) needs to run scripts/gpu/check.sh there:
 #   bin/       prism, rank_player (RUNPATH $ORIGIN/../lib)
-#   lib/       libnccl.so.2 (the drop-in), libprism_client.so, and the Debian
+#   lib/       libnccl.so.2 (the drop-in; no libnccl.so link), libprism_client.so, and the Debian
 #              libraries they need that are not glibc's or libstdc++'s (libfmt,
 #              libyaml-cpp, abseil, ...; RUNPATH $ORIGIN)
 #   python/    prism_torch and sitecustomize, as source
@@ -60,7 +60,8 @@ out=$(cd "$out" && pwd)
 
 cp "$build/bin/prism" "$build/bin/rank_player" "$out/bin/"
 cp "$build/lib/libnccl.so.2" "$build/lib/libprism_client.so" "$out/lib/"
-ln -s libnccl.so.2 "$out/lib/libnccl.so"
+# No libnccl.so link: links may not survive the copy to the host, and
+# LD_PRELOAD names libnccl.so.2 itself.
 
 # Shared libraries: every one ldd resolves for the binaries, except glibc's,
 # libstdc++/libgcc_s (the host's are newer) and CUDA's driver.
@@ -74,9 +75,7 @@ for d in "${deps[@]}"; do
   cp -L "$path" "$out/lib/$name"
 done
 for f in "$out"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
-for f in "$out"/lib/*.so*; do
-  [ -L "$f" ] || patchelf --set-rpath '$ORIGIN' "$f"
-done
+for f in "$out"/lib/*.so*; do patchelf --set-rpath '$ORIGIN' "$f"; done
 
 # The Python side, as source (the c10d extension is built on the host).
 cp -r "$repo/src/shim/torch/python/." "$out/python/"
@@ -120,7 +119,7 @@ if [ "$wheels_too" = 1 ]; then
 fi
 
 # MANIFEST: every file but itself, sorted: path, bytes, sha256.
-(cd "$out" && find . -path ./MANIFEST -prune -o \( -type f -o -type l \) -print | sed 's|^\./||' |
+(cd "$out" && find . -path ./MANIFEST -prune -o -type f -print | sed 's|^\./||' |
   LC_ALL=C sort | while read -r f; do
     printf '%s %s %s\n' "$f" "$(stat -L -c %s "$f")" "$(sha256sum <"$f" | cut -d' ' -f1)"
   done) >"$out/MANIFEST"

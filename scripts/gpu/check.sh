@@ -53,6 +53,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# A copy that dropped the modes (a file transfer) still runs.
+chmod u+x "$here"/bin/* "$here"/*.sh 2>/dev/null
+
 # ---------------------------------------------------------------- dry run
 if [ "$dry" = 1 ]; then
   pass=0 fail=0
@@ -103,7 +106,7 @@ if [ "$dry" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- GPU run
-if [ ! -x "$here/bin/prism" ]; then
+if [ ! -f "$here/bin/prism" ]; then
   echo "check.sh: error: $here is not a bundle (no bin/prism): run it as build/gpu-bundle/check.sh, after scripts/gpu/bundle.sh" >&2
   exit 1
 fi
