@@ -26,7 +26,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$repo/build
 out=
 wheels_too=1
-limit_mib=60
+limit_mib=${PRISM_BUNDLE_LIMIT_MIB:-60}  # the limit; lower only to test the refusal
 # megatron-core 0.16.1: the newest release pip offers for python 3.12 here
 # (2026-11-27); it supports torch 2.11. A cp312 manylinux wheel (compiled
 # dataset helpers), not pure Python: it needs the host's python 3.12.

@@ -67,6 +67,14 @@ class GpuBundleTest(unittest.TestCase):
             self.assertEqual(len(row), 3, row)
             self.assertRegex(row[2], r"^[0-9a-f]{64}$")
 
+    def test_bundle_past_its_limit_is_refused(self):
+        out = os.path.join(self.tmp.name, "too-big")
+        r = run(["bash", os.path.join(REPO, "scripts/gpu/bundle.sh"), "--build", BUILD,
+                 "--out", out, "--no-wheels"], env=dict(os.environ, PRISM_BUNDLE_LIMIT_MIB="1"))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stderr, r"bundle\.sh: error: the bundle .*too-big is [\d.]+ MiB, "
+                                   r"over the 1 MiB limit")
+
     def test_dry_run_passes(self):
         r = self.dry_run()
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
