@@ -161,6 +161,43 @@ for n in sorted(os.listdir(d)):
         r[n[:-5]] = {"unparsed": open(os.path.join(d, n)).read()[:2000], "why": str(e)}
 json.dump(r, open(o, "w"), indent=1, sort_keys=True)
 EOF
+  "$python" - "$out/figures.json" <<'EOF' 2>>"$log" | tee -a "$log"
+import json, sys
+f = json.load(open(sys.argv[1]))
+
+
+def g(d, *keys):
+    for k in keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+print("summary (figures.json):")
+for m in ("ddp", "fsdp", "tp"):
+    if "a_" + m in f:
+        print("  (a) %-4s exit %s, emulated %s s vs predicted %s s per iteration" % (
+            m, g(f, "a_" + m, "exit"), g(f, "a_" + m, "report", "iteration_time_s"),
+            g(f, "a_" + m, "report", "predicted_iteration_time_s")))
+if "e_memory" in f:
+    print("  (e) NCCL footprint at init / connected, bytes: real %s / %s, drop-in %s / %s" % (
+        g(f, "e_memory", "real", "footprint_init"), g(f, "e_memory", "real", "footprint_connected"),
+        g(f, "e_memory", "dropin", "footprint_init"), g(f, "e_memory", "dropin", "footprint_connected")))
+if "c_perturbation" in f:
+    print("  (c) step %s ms alone, %s ms emulated: %s%% apart" % (
+        g(f, "c_perturbation", "alone_median_step_ms"), g(f, "c_perturbation", "emulated_median_step_ms"),
+        g(f, "c_perturbation", "percent_apart")))
+if "d_release" in f:
+    print("  (d) p50/p99 us: alone %s/%s, emulated %s/%s" % (
+        g(f, "d_release", "alone", "p50_us"), g(f, "d_release", "alone", "p99_us"),
+        g(f, "d_release", "emulated", "p50_us"), g(f, "d_release", "emulated", "p99_us")))
+if "b_megatron" in f:
+    print("  (b) exit %s, emulated %s s vs predicted %s s" % (
+        g(f, "b_megatron", "exit"), g(f, "b_megatron", "report", "iteration_time_s"),
+        g(f, "b_megatron", "report", "predicted_iteration_time_s")))
+if "g_kernels" in f:
+    print("  (g) %s: %s signatures wanted, %s measured" % (
+        g(f, "g_kernels", "gpu"), g(f, "g_kernels", "wanted"), g(f, "g_kernels", "measured")))
+EOF
 }
 trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT TERM
