@@ -20,7 +20,7 @@
 #          --parallel ddp, fsdp, tp; emulated vs predicted iteration time
 #   (b)    examples/megatron_gpt/train.py (Megatron-Core 0.16.1 from wheels/, GPT,
 #          local spec, 1F1B) as rank K of a TP1 PP4 DP256 job through the drop-in
-#   (c)    the same program's GPU time per step, world size 1 (real NCCL) vs
+#   (c)    (a)'s program's GPU time per step (ddp), world size 1 (real NCCL) vs
 #          emulated on a near-instant network (drop-in): percent apart
 #   (d)    stream release: release_latency.py, 1,000 one-element all-reduces
 #          between CUDA events, alone (real NCCL) and emulated (drop-in)
@@ -32,7 +32,8 @@
 #   (f)    capture on GPU (kernel times -> graph compute): NOT WRITTEN
 # UNTESTED: everything but --dry-run has never run on a GPU (written
 # 2026-11-27 with no GPU host lent); each check ends with one error line
-# rather than hanging, and the script kills its whole process group on exit.
+# rather than hanging, and the script ends every process of its session
+# after each step and on exit (interrupts included).
 #
 # Options: --out DIR (default ./gpu-check-<UTC time>), --python PY (python3),
 #   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (build,a,b,c,d,e,g)
