@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev
   protobuf-compiler libprotobuf-dev
   clang-format
+  # scripts/gpu/bundle.sh: the bundle's binaries find their libraries via $ORIGIN.
+  patchelf
   # PyTorch programs as real ranks: .venv (below) is made with Debian's
   # python3 and its venv module, and the c10d backend needs its Python.h.
   python3 python3-venv python3-dev

@@ -1,0 +1,362 @@
+#!/usr/bin/env bash
+# The GPU check of issue 23 (docs/gpu.md), run from inside the bundle that
+# scripts/gpu/bundle.sh makes (build/gpu-bundle/check.sh):
+#
+#   bash check.sh --dry-run     no GPU needed: the bundle's self-test
+#   bash check.sh [options]     the GPU checks, <= 7 minutes, on a GPU host
+#
+# --dry-run: every MANIFEST file present with its size and sha256; ldd of
+# every binary and library resolves (libcuda.so.1 excepted: only a GPU host
+# has it, and the drop-in dlopens it); bin/prism runs; every shell script
+# parses (bash -n) and every Python file compiles. One line per check, then
+# a summary; exit 0 only when all pass.
+#
+# GPU checks, each bounded by a timeout inside an overall budget (--budget,
+# 400 s), run in the order build, a, e, c, d, b, g (the most telling first);
+# figures go to OUT/figures.json, the log to OUT/check.log:
+#   build  the c10d extension against the host's torch (build_torch_backend.sh)
+#   (a)    examples/cuda_gpt/train.py (bf16, CUDA) as rank K of the 1,024-rank
+#          DGX H100 job, LD_PRELOAD of the drop-in, through `prism emulate`:
+#          --parallel ddp, fsdp, tp; emulated vs predicted iteration time
+#   (b)    examples/megatron_gpt/train.py (Megatron-Core 0.16.1 from wheels/, GPT,
+#          local spec, 1F1B) as rank K of a TP1 PP4 DP256 job through the drop-in
+#   (c)    (a)'s program's GPU time per step (ddp), world size 1 (real NCCL) vs
+#          emulated on a near-instant network (drop-in): percent apart
+#   (d)    stream release: release_latency.py, 1,000 one-element all-reduces
+#          between CUDA events, alone (real NCCL) and emulated (drop-in)
+#   (e)    NCCL memory: gpu/nccl_footprint.py with torch's real libnccl
+#          (nranks=1) and with the drop-in under `prism emulate`
+#   (g)    kernels `prism simulate --kernels` lists for examples/validation
+#          jobs on this GPU that data/kernels.csv lacks, measured with
+#          scripts/measure_kernels.py (as many as the time allows)
+#   (f)    capture on GPU (kernel times -> graph compute): NOT WRITTEN
+# UNTESTED: everything but --dry-run has never run on a GPU (written
+# 2026-11-27 with no GPU host lent); each check ends with one error line
+# rather than hanging, and the script ends every process of its session
+# after each step and on exit (interrupts included).
+#
+# Options: --out DIR (default ./gpu-check-<UTC time>), --python PY (python3),
+#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (build,a,b,c,d,e,g)
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+args=("$@")
+dry=0 out= python=python3 rank=5 budget=400 only=build,a,b,c,d,e,g
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dry-run) dry=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    --rank) rank=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "check.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
+  esac
+done
+
+# A copy that dropped the modes (a file transfer) still runs.
+chmod u+x "$here"/bin/* "$here"/*.sh 2>/dev/null
+
+# ---------------------------------------------------------------- dry run
+if [ "$dry" = 1 ]; then
+  pass=0 fail=0
+  ok() { echo "ok    $*"; pass=$((pass + 1)); }
+  bad() { echo "FAIL  $*"; fail=$((fail + 1)); }
+  if [ ! -f "$here/MANIFEST" ]; then
+    bad "manifest: $here/MANIFEST missing"
+  else
+    n=0 wrong=0
+    while read -r path size sum; do
+      n=$((n + 1))
+      if [ ! -e "$here/$path" ]; then
+        bad "manifest: $path missing"; wrong=$((wrong + 1))
+      elif [ "$(stat -L -c %s "$here/$path")" != "$size" ] ||
+           [ "$(sha256sum <"$here/$path" | cut -d' ' -f1)" != "$sum" ]; then
+        bad "manifest: $path differs from MANIFEST (size or sha256)"; wrong=$((wrong + 1))
+      fi
+    done <"$here/MANIFEST"
+    [ "$wrong" = 0 ] && ok "manifest: $n files present, sizes and sha256 as listed"
+  fi
+  for f in "$here"/bin/* "$here"/lib/*.so*; do
+    [ -L "$f" ] && continue
+    [ -e "$f" ] || continue
+    missing=$(env -u LD_LIBRARY_PATH ldd "$f" 2>&1 | awk '/not found/ {print $1}' | grep -v '^libcuda\.so\.1$' | tr '\n' ' ')
+    # A library the bundle ships must come from the bundle (RUNPATH $ORIGIN).
+    outside=$(env -u LD_LIBRARY_PATH ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
+      while read -r name path; do
+        [ -e "$here/lib/$name" ] && [ "$(readlink -f "$path")" != "$(readlink -f "$here/lib/$name")" ] && echo -n "$name=$path "
+      done)
+    if [ -n "$missing" ]; then bad "ldd ${f#"$here"/}: not found: $missing"
+    elif [ -n "$outside" ]; then bad "ldd ${f#"$here"/}: not the bundle's copy: $outside"
+    else ok "ldd ${f#"$here"/}: resolves (the bundle's libraries from lib/)"; fi
+  done
+  echo "note  libcuda.so.1 (CUDA's driver) is not looked for: only a GPU host has it; the drop-in dlopens it"
+  if v=$(env -u LD_LIBRARY_PATH "$here/bin/prism" --version 2>&1); then ok "bin/prism runs: $v"
+  else bad "bin/prism --version fails: $v"; fi
+  while IFS= read -r f; do
+    if e=$(bash -n "$f" 2>&1); then ok "bash -n ${f#"$here"/}"; else bad "bash -n ${f#"$here"/}: $e"; fi
+  done < <(find "$here" -name '*.sh' -type f | LC_ALL=C sort)
+  while IFS= read -r f; do
+    if e=$(python3 -B -c 'import sys; compile(open(sys.argv[1]).read(), sys.argv[1], "exec")' "$f" 2>&1); then
+      ok "python compiles ${f#"$here"/}"
+    else bad "python compiles ${f#"$here"/}: $(echo "$e" | tail -1)"; fi
+  done < <(find "$here" -name '*.py' -type f -not -path '*/torch_backend/*' | LC_ALL=C sort)
+  echo "dry run: $pass passed, $fail failed"
+  [ "$fail" = 0 ]
+  exit
+fi
+
+# ---------------------------------------------------------------- GPU run
+if [ ! -f "$here/bin/prism" ]; then
+  echo "check.sh: error: $here is not a bundle (no bin/prism): run it as build/gpu-bundle/check.sh, after scripts/gpu/bundle.sh" >&2
+  exit 1
+fi
+out=${out:-$PWD/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+log=$out/check.log
+figs=$out/figures.d
+mkdir -p "$figs"
+start=$SECONDS
+# A session of its own, so that the steps and the trap can end
+# everything started here; setsid --wait keeps the caller waiting for it.
+read -r _ _ _ _ _ sid _ </proc/$$/stat
+if [ "$sid" != "$$" ]; then
+  exec setsid --wait bash "${BASH_SOURCE[0]}" "${args[@]}" --out "$out"
+fi
+# The session's processes other than this shell and its subshell: the ranks
+# `prism emulate` starts are in process groups of their own, but in this session.
+others() {
+  local f p s
+  for f in /proc/[0-9]*/stat; do
+    read -r p _ _ _ _ s _ <"$f" 2>/dev/null || continue
+    [ "$s" = "$$" ] && [ "$p" != "$$" ] && [ "$p" != "$BASHPID" ] && echo "$p"
+  done
+}
+# Ends what a step left behind (TERM, then KILL 2 s later); says so.
+reap() {
+  local left; left=$(others)
+  [ -z "$left" ] && return 0
+  kill -TERM $left 2>/dev/null; sleep 2
+  left=$(others); [ -n "$left" ] && kill -KILL $left 2>/dev/null
+  say "$1: ended the processes left behind"
+}
+cleanup() {
+  trap - EXIT
+  trap '' INT TERM
+  reap end
+  say "end: $((SECONDS - start)) s; figures: $out/figures.json; log: $log"
+  merge_figures
+}
+say() { echo "[check $(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
+fig() { printf '%s' "$2" >"$figs/$1.json"; }  # fig NAME JSON
+merge_figures() {
+  "$python" - "$figs" "$out/figures.json" <<'EOF' 2>>"$log" || cp /dev/null "$out/figures.json"
+import json, os, sys
+d, o = sys.argv[1], sys.argv[2]
+r = {}
+for n in sorted(os.listdir(d)):
+    try:
+        r[n[:-5]] = json.load(open(os.path.join(d, n)))
+    except Exception as e:
+        r[n[:-5]] = {"unparsed": open(os.path.join(d, n)).read()[:2000], "why": str(e)}
+json.dump(r, open(o, "w"), indent=1, sort_keys=True)
+EOF
+  "$python" - "$out/figures.json" <<'EOF' 2>>"$log" | tee -a "$log"
+import json, sys
+f = json.load(open(sys.argv[1]))
+
+
+def g(d, *keys):
+    for k in keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+print("summary (figures.json):")
+for m in ("ddp", "fsdp", "tp"):
+    if "a_" + m in f:
+        print("  (a) %-4s exit %s, emulated %s s vs predicted %s s per iteration" % (
+            m, g(f, "a_" + m, "exit"), g(f, "a_" + m, "report", "iteration_time_s"),
+            g(f, "a_" + m, "report", "predicted_iteration_time_s")))
+if "e_memory" in f:
+    print("  (e) NCCL footprint at init / connected, bytes: real %s / %s, drop-in %s / %s" % (
+        g(f, "e_memory", "real", "footprint_init"), g(f, "e_memory", "real", "footprint_connected"),
+        g(f, "e_memory", "dropin", "footprint_init"), g(f, "e_memory", "dropin", "footprint_connected")))
+if "c_perturbation" in f:
+    print("  (c) step %s ms alone, %s ms emulated: %s%% apart" % (
+        g(f, "c_perturbation", "alone_median_step_ms"), g(f, "c_perturbation", "emulated_median_step_ms"),
+        g(f, "c_perturbation", "percent_apart")))
+if "d_release" in f:
+    print("  (d) p50/p99 us: alone %s/%s, emulated %s/%s" % (
+        g(f, "d_release", "alone", "p50_us"), g(f, "d_release", "alone", "p99_us"),
+        g(f, "d_release", "emulated", "p50_us"), g(f, "d_release", "emulated", "p99_us")))
+if "b_megatron" in f:
+    print("  (b) exit %s, emulated %s s vs predicted %s s" % (
+        g(f, "b_megatron", "exit"), g(f, "b_megatron", "report", "iteration_time_s"),
+        g(f, "b_megatron", "report", "predicted_iteration_time_s")))
+if "g_kernels" in f:
+    print("  (g) %s: %s signatures wanted, %s measured" % (
+        g(f, "g_kernels", "gpu"), g(f, "g_kernels", "wanted"), g(f, "g_kernels", "measured")))
+EOF
+}
+trap cleanup EXIT
+trap 'say "interrupted"; exit 130' INT TERM
+wanted() { [[ ",$only," == *",$1,"* ]]; }
+left() { echo $((budget - (SECONDS - start))); }
+# step NAME SECONDS CMD...: runs CMD with its output in OUT/NAME.out, bounded by
+# min(SECONDS, what the budget has left); returns CMD's status (124: timed out).
+step() {
+  local name=$1 t=$2; shift 2
+  local l; l=$(left)
+  [ "$l" -lt "$t" ] && t=$l
+  if [ "$t" -lt 10 ]; then say "$name: skipped: the budget is spent"; return 125; fi
+  say "$name: start (timeout $t s): $*"
+  local s=$SECONDS rc
+  # In the background and waited for, so that a signal to this shell runs its
+  # trap at once instead of after the step.
+  timeout --kill-after=5 "$t" "$@" >"$out/$name.out" 2>&1 </dev/null &
+  wait $!; rc=$?
+  say "$name: exit $rc after $((SECONDS - s)) s$([ $rc = 124 ] && echo ' (TIMED OUT)')"
+  reap "$name"
+  [ $rc != 0 ] && tail -5 "$out/$name.out" | sed 's/^/    /' | tee -a "$log"
+  return $rc
+}
+# line_json FILE TAG: the JSON after the last "TAG " in FILE (a rank's prefix allowed).
+line_json() {
+  local s; s=$(grep -ao "$2 {.*}" "$1" 2>/dev/null | tail -1 | sed "s/^$2 //")
+  echo "${s:-null}"
+}
+
+B=$here
+cd "$B" || exit 1
+prism=$B/bin/prism
+dropin=$B/lib/libnccl.so.2
+fast=(--set cluster.network.latency_us=0 --set cluster.network.nic_Gbps=99999
+      --set cluster.node.nvlink_link_GBps=9999)
+say "bundle $B; out $out; budget $budget s; python $python; real rank $rank"
+
+# Preflight: a GPU, torch with CUDA, the expected versions (warned, not required).
+env_json=$("$python" -c '
+import json, torch
+ok = torch.cuda.is_available()
+try:
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if ok else None
+except Exception as e:
+    nccl = "unknown: %s" % e
+print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda, "cuda_available": ok,
+  "gpu": torch.cuda.get_device_name(0) if ok else None,
+  "nccl": nccl}))' 2>>"$log")
+say "host: $env_json"
+fig host "${env_json:-null}"
+# PRISM_CHECK_NO_GPU_OK=1 goes on without a GPU: only to test this script itself.
+if ! echo "$env_json" | grep -q '"cuda_available": true' && [ "${PRISM_CHECK_NO_GPU_OK:-}" != 1 ]; then
+  say "error: no usable GPU (torch.cuda.is_available() is not True, or torch does not import): nothing run"
+  exit 1
+fi
+echo "$env_json" | grep -q '"torch": "2.11' || say "warning: torch is not 2.11 (the bundle was prepared for 2.11)"
+gpu_name=$(echo "$env_json" | sed 's/.*"gpu": "\([^"]*\)".*/\1/')
+[ -n "${PRISM_CHECK_GPU_NAME:-}" ] && gpu_name=$PRISM_CHECK_GPU_NAME  # testing only, as above
+
+if wanted build; then
+  step build 150 bash "$B/build_torch_backend.sh" "$python" && fig build '{"ok": true}' ||
+    { fig build '{"ok": false}'; say "build: the c10d extension did not build; with PRISM_NCCL_DROPIN=1 it is not needed"; }
+fi
+
+# (a) the drop-in under PyTorch, rank $rank of 1,024.
+if wanted a; then
+  for mode in ddp fsdp tp; do
+    job=examples/jobs/cuda-gpt-1024.yaml
+    [ $mode = tp ] && job=examples/jobs/cuda-gpt-tp8-1024.yaml
+    step a_$mode 120 "$prism" emulate $job --real-ranks "$rank" --report "$out/a_$mode.report.json" \
+      -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/cuda_gpt/train.py --parallel $mode --steps 8
+    rc=$?
+    rep=null; [ -s "$out/a_$mode.report.json" ] && rep=$(cat "$out/a_$mode.report.json")
+    fig a_$mode "{\"exit\": $rc, \"report\": $rep, \"gpu_stats\": $(line_json "$out/a_$mode.out" GPU_STATS)}"
+  done
+fi
+
+# (e) NCCL's device memory: torch's real NCCL (nranks=1) and the drop-in (rank 0 of 1,024).
+if wanted e; then
+  step e_real 60 "$python" gpu/nccl_footprint.py --lib real --label real
+  step e_dropin 90 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml --real-ranks 0 \
+    -- env LD_PRELOAD="$dropin" "$python" gpu/nccl_footprint.py --lib "$dropin" --label dropin
+  fig e_memory "{\"real\": $(line_json "$out/e_real.out" FOOTPRINT), \"dropin\": $(line_json "$out/e_dropin.out" FOOTPRINT), \"model\": \"not wired: compare by hand with the NCCL footprint model (docs/memory.md)\"}"
+fi
+
+# (c) perturbation: the GPU time of a step alone vs emulated on a near-instant network.
+if wanted c; then
+  step c_alone 90 "$python" examples/cuda_gpt/train.py --parallel ddp --steps 22 --warmup 2
+  alone=$(line_json "$out/c_alone.out" GPU_STATS)
+  step c_emulated 150 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml "${fast[@]}" --real-ranks "$rank" \
+    -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/cuda_gpt/train.py --parallel ddp --steps 22 --warmup 2
+  emul=$(line_json "$out/c_emulated.out" GPU_STATS)
+  fig c_perturbation "$("$python" -c '
+import json, sys
+a, e = (json.loads(s) for s in sys.argv[1:3])
+pct = None
+if a and e:
+    pct = 100.0 * (e["median_step_ms"] / a["median_step_ms"] - 1)
+print(json.dumps({"alone_median_step_ms": a and a["median_step_ms"], "emulated_median_step_ms": e and e["median_step_ms"],
+  "percent_apart": pct, "within_1_percent": pct is not None and abs(pct) <= 1.0}))' "$alone" "$emul")"
+fi
+
+# (d) stream release latency.
+if wanted d; then
+  step d_alone 60 "$python" gpu/release_latency.py --count 1000
+  step d_emulated 120 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml "${fast[@]}" --real-ranks "$rank" \
+    -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" gpu/release_latency.py --count 1000
+  fig d_release "{\"alone\": $(line_json "$out/d_alone.out" RELEASE), \"emulated\": $(line_json "$out/d_emulated.out" RELEASE)}"
+fi
+
+# (b) Megatron-Core's GPT and 1F1B schedule as rank K of TP1 PP4 DP256; the
+# wheels unpacked (zip) into OUT/site, which PYTHONPATH carries through
+# `prism emulate` (it puts python/ before it). One rank per stage captured side
+# by side. Its last lines in the log say why when Megatron-Core cannot run so.
+if wanted b; then
+  "$python" -c '
+import sys, zipfile
+for w in sys.argv[2:]:
+    zipfile.ZipFile(w).extractall(sys.argv[1])' "$out/site" wheels/*.whl 2>>"$log" ||
+    say "b: the wheels do not unpack"
+  step b_megatron 180 env PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}" "$prism" emulate \
+    examples/jobs/megatron-gpt-pp4-1024.yaml --real-ranks "$rank" --capture-jobs 4 \
+    --report "$out/b_megatron.report.json" \
+    -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/megatron_gpt/train.py
+  rc=$?
+  rep=null; [ -s "$out/b_megatron.report.json" ] && rep=$(cat "$out/b_megatron.report.json")
+  fig b_megatron "{\"exit\": $rc, \"report\": $rep, \"gpu_stats\": $(line_json "$out/b_megatron.out" GPU_STATS)}"
+fi
+
+# (g) kernel-database refresh for the validation jobs on this GPU. Only the
+# signatures of this GPU's database name (H100 jobs on an H100): the A100 jobs'
+# kernels cannot be measured here. On 2026-11-27 the two H100 jobs lacked only
+# `mem` signatures (modelled from bandwidth), hence --measure-mem.
+if wanted g; then
+  # On an H200 the H100 jobs are listed on the hgx-h200 preset, for H200 kernels.
+  preset=()
+  case $gpu_name in
+    *H200*) db=H200-SXM-141GB preset=(--set cluster.preset=hgx-h200) ;;
+    *H100*) db=H100-SXM5-80GB ;;
+    *) db=none ;;
+  esac
+  : >"$out/g_wanted.txt"
+  for job in examples/validation/*.yaml; do
+    grep -qi a100 "$job" && continue  # an A100 cluster's kernels: not this GPU's
+    "$prism" simulate "$job" "${preset[@]}" --kernels "$out/g_k.csv" >/dev/null 2>>"$log" || continue
+    awk -F, -v db="$db" 'NR > 1 && $4 == "model" && $1 == db {print $2}' "$out/g_k.csv" >>"$out/g_wanted.txt"
+  done
+  sort -u -o "$out/g_wanted.txt" "$out/g_wanted.txt"
+  wanted_n=$(wc -l <"$out/g_wanted.txt")
+  say "g: $wanted_n kernel signatures of $db modelled, not measured, in the validation jobs"
+  if [ "$wanted_n" -gt 0 ]; then
+    step g_measure 150 "$python" scripts/measure_kernels.py "$out/g_wanted.txt" --out "$out/g_kernels.csv" \
+      --gpu "$db" --measure-mem --timeout-per-kernel 10
+  fi
+  measured=0; [ -s "$out/g_kernels.csv" ] && measured=$(($(wc -l <"$out/g_kernels.csv") - 1))
+  fig g_kernels "{\"gpu\": \"$db\", \"wanted\": $wanted_n, \"measured\": $measured, \"csv\": \"g_kernels.csv\"}"
+fi
+
+say "(f) capture on GPU: not written"
+fig not_written '{"f": "capture on GPU: not written"}'
+exit 0

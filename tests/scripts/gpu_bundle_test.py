@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Tests of the GPU bundle (scripts/gpu/bundle.sh, scripts/gpu/check.sh;
+docs/gpu.md) that need no GPU: the bundle builds from the build tree, its
+self-test (`check.sh --dry-run`) passes, a missing or altered file makes it
+fail naming the file, and the GPU run on a host without a GPU ends at once
+with one clear error, leaving its figures file and no process behind.
+
+Environment: PRISM_BUILD_DIR, the CMake build folder (prism, rank_player,
+lib/libnccl.so.2 and lib/libprism_client.so built).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("PRISM_BUILD_DIR", os.path.join(REPO, "build"))
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, **kw)
+
+
+class GpuBundleTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="gpu_bundle_test.")
+        cls.bundle = os.path.join(cls.tmp.name, "gpu-bundle")
+        r = run(["bash", os.path.join(REPO, "scripts/gpu/bundle.sh"), "--build", BUILD,
+                 "--out", cls.bundle, "--no-wheels"])
+        if r.returncode != 0:
+            raise AssertionError("bundle.sh failed:\n" + r.stdout + r.stderr)
+        cls.bundle_output = r.stdout
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def dry_run(self):
+        return run(["bash", os.path.join(self.bundle, "check.sh"), "--dry-run"])
+
+    def manifest(self):
+        with open(os.path.join(self.bundle, "MANIFEST")) as f:
+            return [line.split() for line in f]
+
+    def test_bundle_has_what_the_gpu_host_needs(self):
+        self.assertRegex(self.bundle_output, r"MiB \(limit 60 MiB\)")
+        paths = {row[0] for row in self.manifest()}
+        for p in ["bin/prism", "bin/rank_player", "lib/libnccl.so.2", "lib/libprism_client.so",
+                  "check.sh", "build_torch_backend.sh", "torch_backend/CMakeLists.txt",
+                  "torch_backend/src/shim/torch/backend.cc", "torch_backend/third_party/asio.hpp",
+                  "python/sitecustomize.py", "python/prism_torch/__init__.py",
+                  "examples/cuda_gpt/train.py", "examples/jobs/cuda-gpt-1024.yaml",
+                  "examples/megatron_gpt/train.py", "examples/jobs/megatron-gpt-pp4-1024.yaml",
+                  "data/kernels.csv", "scripts/measure_kernels.py", "gpu/nccl_footprint.py",
+                  "gpu/release_latency.py"]:
+            self.assertIn(p, paths)
+        # glibc and libstdc++ are the host's, never the bundle's.
+        libs = os.listdir(os.path.join(self.bundle, "lib"))
+        for lib in libs:
+            self.assertNotRegex(lib, r"^(libc|libm|libstdc\+\+|libgcc_s|ld-linux)[.-]")
+        self.assertTrue(any(lib.startswith("libfmt") for lib in libs), libs)
+        for row in self.manifest():
+            self.assertEqual(len(row), 3, row)
+            self.assertRegex(row[2], r"^[0-9a-f]{64}$")
+
+    def test_bundle_past_its_limit_is_refused(self):
+        out = os.path.join(self.tmp.name, "too-big")
+        r = run(["bash", os.path.join(REPO, "scripts/gpu/bundle.sh"), "--build", BUILD,
+                 "--out", out, "--no-wheels"], env=dict(os.environ, PRISM_BUNDLE_LIMIT_MIB="1"))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stderr, r"bundle\.sh: error: the bundle .*too-big is [\d.]+ MiB, "
+                                   r"over the 1 MiB limit")
+
+    def test_dry_run_passes(self):
+        r = self.dry_run()
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"dry run: \d+ passed, 0 failed")
+        self.assertIn("ok    manifest:", r.stdout)
+        self.assertIn("ok    ldd lib/libnccl.so.2: resolves", r.stdout)
+        self.assertIn("ok    ldd bin/prism: resolves", r.stdout)
+        self.assertIn("ok    bash -n check.sh", r.stdout)
+        self.assertIn("ok    python compiles examples/cuda_gpt/train.py", r.stdout)
+        self.assertIn("libcuda.so.1", r.stdout)  # says why it is not looked for
+
+    def test_dry_run_names_a_missing_or_altered_file(self):
+        victim = os.path.join(self.bundle, "examples/cuda_gpt/train.py")
+        with open(victim, "rb") as f:
+            saved = f.read()
+        try:
+            os.remove(victim)
+            r = self.dry_run()
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("FAIL  manifest: examples/cuda_gpt/train.py missing", r.stdout)
+            self.assertRegex(r.stdout, r"dry run: \d+ passed, [1-9]\d* failed")
+            with open(victim, "wb") as f:
+                f.write(saved + b"\n# changed\n")
+            r = self.dry_run()
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("FAIL  manifest: examples/cuda_gpt/train.py differs", r.stdout)
+        finally:
+            with open(victim, "wb") as f:
+                f.write(saved)
+        self.assertEqual(self.dry_run().returncode, 0)
+
+    def test_gpu_run_without_a_gpu_ends_with_one_clear_error(self):
+        out = os.path.join(self.tmp.name, "run")
+        r = run(["bash", os.path.join(self.bundle, "check.sh"), "--out", out,
+                 "--python", sys.executable], cwd=self.tmp.name)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("error: no usable GPU", r.stdout)
+        with open(os.path.join(out, "check.log")) as f:
+            self.assertIn("error: no usable GPU", f.read())
+        self.assertTrue(os.path.exists(os.path.join(out, "figures.json")))
+
+    def test_gpu_run_machinery_without_a_gpu(self):
+        # PRISM_CHECK_NO_GPU_OK (testing only) goes past the GPU check: (g)
+        # lists the H100 validation jobs' modelled kernels, its measuring step
+        # fails at once (no CUDA), and the figures file still gets (g)'s figures.
+        out = os.path.join(self.tmp.name, "run_g")
+        env = dict(os.environ, PRISM_CHECK_NO_GPU_OK="1",
+                   PRISM_CHECK_GPU_NAME="NVIDIA H100 80GB HBM3")
+        r = run(["bash", os.path.join(self.bundle, "check.sh"), "--out", out, "--only", "g",
+                 "--budget", "60", "--python", sys.executable], cwd=self.tmp.name, env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"g: [1-9]\d* kernel signatures of H100-SXM5-80GB")
+        self.assertIn("(f) capture on GPU: not written", r.stdout)
+        with open(os.path.join(out, "figures.json")) as f:
+            figures = json.load(f)
+        self.assertEqual(figures["g_kernels"]["gpu"], "H100-SXM5-80GB")
+        self.assertGreater(figures["g_kernels"]["wanted"], 0)
+        self.assertEqual(figures["g_kernels"]["measured"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
