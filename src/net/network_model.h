@@ -52,9 +52,11 @@ class NetworkModel {
   // copies a folded transfer stands for (Transfer::multiplicity) never share
   // a resource with it. The replay unfolds when this is false.
   virtual bool folding_exact() const { return true; }
-  // Whether the model can carry `t` at all; an error names what it cannot
-  // (an NCCL selection that leaves a collective no algorithm, which NCCL
-  // itself refuses at the call). The replay stops with that error.
+  // Whether the model can carry collective `t` at all; an error names what it
+  // cannot (an NCCL selection that leaves a collective no algorithm, which
+  // NCCL itself refuses at the call). The answer may depend on the
+  // collective's kind and communicator, not its bytes: the replay asks once
+  // per communicator and kind, and stops with the error.
   virtual Status admit(const Transfer& t) const {
     (void)t;
     return Status::ok();

@@ -204,6 +204,14 @@ void Engine::arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t o
   t.num_nodes = c.num_nodes();
   t.max_ranks_per_node = c.max_ranks_per_node();
   t.multiplicity = c.multiplicity();
+  if (!c.admitted(op.collective)) {
+    if (Status s = models_.network->admit(t); !s.is_ok()) {
+      error_ = s;
+      stopped_ = true;
+      return;
+    }
+    c.set_admitted(op.collective);
+  }
   InFlight rec;
   rec.comm = comm;
   rec.seq = seq;
@@ -249,11 +257,6 @@ void Engine::post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const 
 }
 
 void Engine::start_transfer(const Transfer& t, InFlight rec, const std::vector<Arrival>& arrivals) {
-  if (Status s = models_.network->admit(t); !s.is_ok()) {
-    error_ = s;
-    stopped_ = true;
-    return;
-  }
   rec.start = now_;
   for (const Arrival& a : arrivals) account(sranks_[a.srank], 0, +1);
   in_flight_.emplace(models_.network->start(t, now_), rec);

@@ -12,6 +12,7 @@
 #include "graph/layout.h"
 #include "util/check.h"
 #include "util/units.h"
+#include "util/vocab.h"
 
 namespace prism {
 
@@ -36,6 +37,10 @@ class CollectiveRendezvous {
   int num_nodes() const { return geometry_.num_nodes; }
   int max_ranks_per_node() const { return geometry_.max_ranks_per_node; }
   int multiplicity() const { return multiplicity_; }
+  // Whether the network model already admitted collectives of kind `k` on
+  // this communicator (NetworkModel::admit is asked once per kind).
+  bool admitted(CollectiveKind k) const { return (admitted_ >> static_cast<unsigned>(k)) & 1U; }
+  void set_admitted(CollectiveKind k) { admitted_ |= 1U << static_cast<unsigned>(k); }
 
   // Records arrival `a` at collective number `seq`; returns true when all
   // members have arrived (the arrivals are then in arrivals(seq)).
@@ -62,6 +67,7 @@ class CollectiveRendezvous {
   std::vector<Rank> real_ranks_;
   int multiplicity_;
   GroupGeometry geometry_{0, 1, 1};  // set by set_layout()
+  std::uint32_t admitted_ = 0;       // a bit per CollectiveKind
   // Ring of collectives in progress: a member can be ahead of another by at
   // most one collective per stream, so the ring stays small.
   std::vector<Pending> ring_;
