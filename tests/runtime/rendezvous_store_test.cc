@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "../support/descriptors.h"
 #include "tcpstore_test_client.h"
 
 namespace prism::runtime {
@@ -261,14 +262,6 @@ TEST(RendezvousStore, GarbageIsNamedWithTheClientAndOffset) {
                                    "closing the connection"));
 }
 
-// Process CPU time (user + system) so far.
-std::chrono::microseconds cpu_time() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  auto us = [](const timeval& t) { return std::int64_t{t.tv_sec} * 1'000'000 + t.tv_usec; };
-  return std::chrono::microseconds(us(u.ru_utime) + us(u.ru_stime));
-}
-
 // Out of descriptors, the store's poll loop once spun on its readable
 // listening socket (issue 26); now it waits 100 ms between tries, and the
 // waiting client is served once descriptors free up.
@@ -277,23 +270,17 @@ TEST(RendezvousStore, AcceptBacksOffWhileOutOfDescriptors) {
   const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(client, 0);
   ::testing::internal::CaptureStderr();  // opens its file before the table is full
-  rlimit saved{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
-  rlimit low = saved;
-  low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 256);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-  std::vector<int> filler;
-  for (int fd; (fd = ::dup(0)) >= 0;) filler.push_back(fd);
+  testing::FullDescriptorTable table;
+  ASSERT_TRUE(table.lowered());
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(store->port());
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   const int connected = ::connect(client, reinterpret_cast<sockaddr*>(&to), sizeof to);
-  const auto cpu0 = cpu_time();
+  const auto cpu0 = testing::cpu_time();
   std::this_thread::sleep_for(1s);
-  const auto spent = cpu_time() - cpu0;
-  for (int fd : filler) ::close(fd);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const auto spent = testing::cpu_time() - cpu0;
+  ASSERT_TRUE(table.release());
   ASSERT_EQ(connected, 0);
   EXPECT_LT(spent, 200ms) << "the accept loop spins";
   const tcpstore::Bytes add =

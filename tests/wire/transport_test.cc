@@ -19,6 +19,8 @@
 #include "wire/connection.h"
 #include "wire/server.h"
 
+#include "../support/descriptors.h"
+
 namespace prism::wire {
 namespace {
 
@@ -297,14 +299,6 @@ TEST(TransportTest, ConnectingToNothingIsAnError) {
   EXPECT_THAT(c.status().message(), HasSubstr("missing.sock: cannot connect:"));
 }
 
-// Process CPU time (user + system) so far.
-std::chrono::microseconds cpu_time() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  auto us = [](const timeval& t) { return std::int64_t{t.tv_sec} * 1'000'000 + t.tv_usec; };
-  return std::chrono::microseconds(us(u.ru_utime) + us(u.ru_stime));
-}
-
 // Out of descriptors, the accept loop once spun (52,000 failed accepts in
 // 3 s, issue 26). Now it warns once and tries again every 100 ms, and the
 // connection waiting in the backlog is accepted once descriptors free up.
@@ -314,20 +308,14 @@ TEST(TransportTest, AcceptBacksOffWhileOutOfDescriptors) {
   std::unique_ptr<Connection> c = open(a);  // in the backlog: the server does not run yet
   ASSERT_NE(c, nullptr);
   ::testing::internal::CaptureStderr();  // opens its file before the table is full
-  rlimit saved{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
-  rlimit low = saved;
-  low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 256);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-  std::vector<int> filler;
-  for (int fd; (fd = ::dup(0)) >= 0;) filler.push_back(fd);
-  const int full = errno;
+  testing::FullDescriptorTable table;
+  ASSERT_TRUE(table.lowered());
   s.start();
-  const auto cpu0 = cpu_time();
+  const auto cpu0 = testing::cpu_time();
   std::this_thread::sleep_for(1s);
-  const auto spent = cpu_time() - cpu0;
-  for (int fd : filler) ::close(fd);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const auto spent = testing::cpu_time() - cpu0;
+  const int full = table.full_errno();
+  ASSERT_TRUE(table.release());
   EXPECT_EQ(full, EMFILE);
   EXPECT_LT(spent, 200ms) << "the accept loop spins";
   exchange(*c);  // accepted within a backoff
