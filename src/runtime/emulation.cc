@@ -56,18 +56,6 @@ std::string capture_only_option(const EmulationOptions& o) {
   return "";
 }
 
-// Waits up to `timeout` for every rank's process to end, as
-// Launcher::wait_all, but no longer once a termination signal is caught.
-std::vector<RankExit> wait_for_exits(Launcher& launcher, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    std::vector<RankExit> exits = launcher.wait_all(std::chrono::milliseconds(100));
-    if (std::none_of(exits.begin(), exits.end(), [](const RankExit& e) { return e.running(); }) ||
-        caught_signal() != 0 || std::chrono::steady_clock::now() >= deadline)
-      return exits;
-  }
-}
-
 }  // namespace
 
 Emulation::Emulation(EmulationOptions options) : options_(std::move(options)) {}
@@ -228,7 +216,7 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return why;
   }
-  for (const RankExit& e : wait_for_exits(launcher, env_.timeout())) {
+  for (const RankExit& e : launcher.wait_all(env_.timeout(), [] { return caught_signal() != 0; })) {
     if (e.how == RankExit::How::kExited && e.code == 0) continue;
     fmt::print(stderr, "prism emulate: real rank {} (pid {}) {}\n", e.rank, e.pid, e.describe());
     real_rank_failed_ = true;

@@ -261,8 +261,9 @@ std::vector<RankExit> Launcher::poll_exits() {
   return exits;
 }
 
-std::vector<RankExit> Launcher::wait_all(std::chrono::milliseconds timeout) {
-  wait_until(Clock::now() + timeout, &Child::done);
+std::vector<RankExit> Launcher::wait_all(std::chrono::milliseconds timeout,
+                                         const std::function<bool()>& give_up) {
+  wait_until(Clock::now() + timeout, &Child::done, give_up);
   std::lock_guard lock(mu_);
   return table_locked();
 }
@@ -304,7 +305,8 @@ void Launcher::reap_locked() {
   }
 }
 
-bool Launcher::wait_until(Clock::time_point deadline, ChildPred done) {
+bool Launcher::wait_until(Clock::time_point deadline, ChildPred done,
+                          const std::function<bool()>& give_up) {
   std::unique_lock lock(mu_);
   for (;;) {
     reap_locked();
@@ -313,7 +315,7 @@ bool Launcher::wait_until(Clock::time_point deadline, ChildPred done) {
                     [&](auto& kv) { return ((*kv.second).*done)(now); })) {
       return true;
     }
-    if (now >= deadline) return false;
+    if (now >= deadline || (give_up && give_up())) return false;
     // A child's EOF wakes us early; its exit itself raises nothing we can wait on.
     changed_.wait_until(lock, std::min(deadline, now + kReapInterval));
   }

@@ -76,9 +76,11 @@ class Launcher {
 
   // Ranks that ended since the last call (or wait_all), in rank order. Never blocks.
   std::vector<RankExit> poll_exits();
-  // Waits up to `timeout` for every rank to end; returns every rank started,
-  // in rank order, those still running as such.
-  std::vector<RankExit> wait_all(std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for every rank to end, or until `give_up` (asked
+  // every few milliseconds: a caught signal) says to stop; returns every
+  // rank started, in rank order, those still running as such.
+  std::vector<RankExit> wait_all(std::chrono::milliseconds timeout,
+                                 const std::function<bool()>& give_up = {});
   // SIGTERM to every rank's process group, SIGKILL after `grace` to those
   // left (then waits up to 10 s for them to be reaped: a process releasing a
   // GPU can take that long); returns every rank as wait_all does.
@@ -100,7 +102,8 @@ class Launcher {
   bool read_stream(Stream& s);  // false at EOF
   void end_stream(Stream& s);
   void reap_locked();
-  bool wait_until(Clock::time_point deadline, ChildPred done);
+  bool wait_until(Clock::time_point deadline, ChildPred done,
+                  const std::function<bool()>& give_up = {});
   void signal_live_groups(int sig);
   std::vector<RankExit> table_locked();
 

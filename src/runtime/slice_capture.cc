@@ -13,6 +13,7 @@
 #include "slicing/capture_graph.h"
 #include "util/check.h"
 #include "util/file.h"
+#include "util/interrupt.h"
 
 namespace prism::runtime {
 
@@ -48,7 +49,8 @@ Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return done.status().with_context(fmt::format("the capture of rank {}", rank));
   }
-  for (const RankExit& e : launcher.wait_all(run.env.timeout())) {
+  for (const RankExit& e :
+       launcher.wait_all(run.env.timeout(), [] { return caught_signal() != 0; })) {
     if (e.how == RankExit::How::kExited && e.code == 0) continue;
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return Status::invalid_argument(
