@@ -115,6 +115,9 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--tp", type=int, default=8, help="tensor-parallel size for --parallel tp")
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
+    p.add_argument("--profile", metavar="FILE",
+                   help="profile the last two steps with torch.profiler (CPU and CUDA) and write "
+                        "the Kineto trace to FILE (for `prism import kineto`)")
     args = p.parse_args()
 
     if "RANK" not in os.environ:  # alone: world size 1 with a local store
@@ -140,7 +143,14 @@ def main():
     gen = torch.Generator(device=device).manual_seed(rank)
 
     step_ms, wall_ms = [], []
+    prof = None
     for step in range(args.steps):
+        if args.profile and step == max(0, args.steps - 2):
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            if cuda:
+                acts.append(torch.profiler.ProfilerActivity.CUDA)
+            prof = torch.profiler.profile(activities=acts, record_shapes=True, profile_memory=True)
+            prof.__enter__()
         idx = torch.randint(0, args.vocab, (args.batch, args.seq), device=device, generator=gen)
         wall = time.perf_counter()
         if cuda:
@@ -166,6 +176,11 @@ def main():
         step_ms.append(ms)
         if rank == 0 or world <= 8 or os.environ.get("PRISM_COORDINATOR"):
             print(f"step {step} loss {loss.item():.4f} gpu {ms:.2f} ms", flush=True)
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        tmp = args.profile + ".tmp"
+        prof.export_chrome_trace(tmp)
+        os.replace(tmp, args.profile)
     kept = step_ms[args.warmup:] or step_ms
     stats = {
         "parallel": args.parallel, "rank": rank, "world": world, "device": str(device),

@@ -12,7 +12,8 @@
 # a summary; exit 0 only when all pass.
 #
 # GPU checks, each bounded by a timeout inside an overall budget (--budget,
-# 400 s), run in the order build, a, e, c, d, b, g (the most telling first);
+# 400 s), run in the order --only gives (default e,d,a,f,c,b,g,k,build: the
+# simplest use of the drop-in first, so a broken GPU path shows early);
 # figures go to OUT/figures.json, the log to OUT/check.log:
 #   build  the c10d extension against the host's torch (build_torch_backend.sh)
 #   (a)    examples/cuda_gpt/train.py (bf16, CUDA) as rank K of the 1,024-rank
@@ -29,18 +30,23 @@
 #   (g)    kernels `prism simulate --kernels` lists for examples/validation
 #          jobs on this GPU that data/kernels.csv lacks, measured with
 #          scripts/measure_kernels.py (as many as the time allows)
-#   (f)    capture on GPU (kernel times -> graph compute): NOT WRITTEN
+#   (f)    capture on GPU: (a) ddp's capture, its `kernels` compute (CUDA
+#          events of the held streams) vs the program's own step times, and
+#          the replay of its graph (predicted) vs the emulated iteration
+#   (k)    a Kineto trace of a real GPU step (torch.profiler), imported with
+#          `prism import kineto` (the in-situ calibration path)
 # UNTESTED: everything but --dry-run has never run on a GPU (written
 # 2026-11-27 with no GPU host lent); each check ends with one error line
 # rather than hanging, and the script ends every process of its session
 # after each step and on exit (interrupts included).
 #
 # Options: --out DIR (default ./gpu-check-<UTC time>), --python PY (python3),
-#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (build,a,b,c,d,e,g)
+#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (of e,d,a,f,c,b,g,k,build,
+#   in the order to run them)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 args=("$@")
-dry=0 out= python=python3 rank=5 budget=400 only=build,a,b,c,d,e,g
+dry=0 out= python=python3 rank=5 budget=400 only=e,d,a,f,c,b,g,k,build
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry=1; shift ;;
@@ -195,6 +201,14 @@ if "b_megatron" in f:
     print("  (b) exit %s, emulated %s s vs predicted %s s" % (
         g(f, "b_megatron", "exit"), g(f, "b_megatron", "report", "iteration_time_s"),
         g(f, "b_megatron", "report", "predicted_iteration_time_s")))
+if "f_capture" in f:
+    print("  (f) capture: %s kernel compute events, %s ms of %s ms GPU time; predicted %s s vs emulated %s s (%s%%)" % (
+        g(f, "f_capture", "kernel_compute_events"), g(f, "f_capture", "kernel_compute_ms"),
+        g(f, "f_capture", "captured_run_gpu_ms"), g(f, "f_capture", "predicted_iteration_s"),
+        g(f, "f_capture", "emulated_iteration_s"), g(f, "f_capture", "percent_apart")))
+if "k_kineto" in f:
+    print("  (k) Kineto trace %s bytes, import exit %s: %s" % (
+        g(f, "k_kineto", "trace_bytes"), g(f, "k_kineto", "import_exit"), g(f, "k_kineto", "summary")))
 if "g_kernels" in f:
     print("  (g) %s: %s signatures wanted, %s measured" % (
         g(f, "g_kernels", "gpu"), g(f, "g_kernels", "wanted"), g(f, "g_kernels", "measured")))
@@ -202,7 +216,6 @@ EOF
 }
 trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT TERM
-wanted() { [[ ",$only," == *",$1,"* ]]; }
 left() { echo $((budget - (SECONDS - start))); }
 # step NAME SECONDS CMD...: runs CMD with its output in OUT/NAME.out, bounded by
 # min(SECONDS, what the budget has left); returns CMD's status (124: timed out).
@@ -258,38 +271,43 @@ echo "$env_json" | grep -q '"torch": "2.11' || say "warning: torch is not 2.11 (
 gpu_name=$(echo "$env_json" | sed 's/.*"gpu": "\([^"]*\)".*/\1/')
 [ -n "${PRISM_CHECK_GPU_NAME:-}" ] && gpu_name=$PRISM_CHECK_GPU_NAME  # testing only, as above
 
-if wanted build; then
-  step build 150 bash "$B/build_torch_backend.sh" "$python" && fig build '{"ok": true}' ||
+check_build() {
+  step build 120 bash "$B/build_torch_backend.sh" "$python" && fig build '{"ok": true}' ||
     { fig build '{"ok": false}'; say "build: the c10d extension did not build; with PRISM_NCCL_DROPIN=1 it is not needed"; }
-fi
+}
 
 # (a) the drop-in under PyTorch, rank $rank of 1,024.
-if wanted a; then
+# ddp also keeps its capture (OUT/f_slices) and graph (OUT/f_graph.json) for (f).
+check_a() {
+  local mode job keep rc rep
   for mode in ddp fsdp tp; do
-    job=examples/jobs/cuda-gpt-1024.yaml
+    job=examples/jobs/cuda-gpt-1024.yaml keep=()
     [ $mode = tp ] && job=examples/jobs/cuda-gpt-tp8-1024.yaml
-    step a_$mode 120 "$prism" emulate $job --real-ranks "$rank" --report "$out/a_$mode.report.json" \
-      -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/cuda_gpt/train.py --parallel $mode --steps 8
+    [ $mode = ddp ] && keep=(--slices "$out/f_slices" --save-graph "$out/f_graph.json")
+    step a_$mode 100 "$prism" emulate $job --real-ranks "$rank" --timeout 60 "${keep[@]}" \
+      --report "$out/a_$mode.report.json" \
+      -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/cuda_gpt/train.py --parallel $mode --steps 6
     rc=$?
     rep=null; [ -s "$out/a_$mode.report.json" ] && rep=$(cat "$out/a_$mode.report.json")
     fig a_$mode "{\"exit\": $rc, \"report\": $rep, \"gpu_stats\": $(line_json "$out/a_$mode.out" GPU_STATS)}"
   done
-fi
+}
 
 # (e) NCCL's device memory: torch's real NCCL (nranks=1) and the drop-in (rank 0 of 1,024).
-if wanted e; then
-  step e_real 60 "$python" gpu/nccl_footprint.py --lib real --label real
-  step e_dropin 90 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml --real-ranks 0 \
+check_e() {
+  step e_real 45 "$python" gpu/nccl_footprint.py --lib real --label real
+  step e_dropin 60 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml --real-ranks 0 --timeout 45 \
     -- env LD_PRELOAD="$dropin" "$python" gpu/nccl_footprint.py --lib "$dropin" --label dropin
   fig e_memory "{\"real\": $(line_json "$out/e_real.out" FOOTPRINT), \"dropin\": $(line_json "$out/e_dropin.out" FOOTPRINT), \"model\": \"not wired: compare by hand with the NCCL footprint model (docs/memory.md)\"}"
-fi
+}
 
 # (c) perturbation: the GPU time of a step alone vs emulated on a near-instant network.
-if wanted c; then
-  step c_alone 90 "$python" examples/cuda_gpt/train.py --parallel ddp --steps 22 --warmup 2
+check_c() {
+  local alone emul
+  step c_alone 60 "$python" examples/cuda_gpt/train.py --parallel ddp --steps 16 --warmup 2
   alone=$(line_json "$out/c_alone.out" GPU_STATS)
-  step c_emulated 150 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml "${fast[@]}" --real-ranks "$rank" \
-    -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/cuda_gpt/train.py --parallel ddp --steps 22 --warmup 2
+  step c_emulated 90 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml "${fast[@]}" --real-ranks "$rank" --timeout 60 \
+    -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/cuda_gpt/train.py --parallel ddp --steps 16 --warmup 2
   emul=$(line_json "$out/c_emulated.out" GPU_STATS)
   fig c_perturbation "$("$python" -c '
 import json, sys
@@ -299,40 +317,42 @@ if a and e:
     pct = 100.0 * (e["median_step_ms"] / a["median_step_ms"] - 1)
 print(json.dumps({"alone_median_step_ms": a and a["median_step_ms"], "emulated_median_step_ms": e and e["median_step_ms"],
   "percent_apart": pct, "within_1_percent": pct is not None and abs(pct) <= 1.0}))' "$alone" "$emul")"
-fi
+}
 
 # (d) stream release latency.
-if wanted d; then
-  step d_alone 60 "$python" gpu/release_latency.py --count 1000
-  step d_emulated 120 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml "${fast[@]}" --real-ranks "$rank" \
+check_d() {
+  step d_alone 45 "$python" gpu/release_latency.py --count 1000
+  step d_emulated 75 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml "${fast[@]}" --real-ranks "$rank" --timeout 45 \
     -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" gpu/release_latency.py --count 1000
   fig d_release "{\"alone\": $(line_json "$out/d_alone.out" RELEASE), \"emulated\": $(line_json "$out/d_emulated.out" RELEASE)}"
-fi
+}
 
 # (b) Megatron-Core's GPT and 1F1B schedule as rank K of TP1 PP4 DP256; the
 # wheels unpacked (zip) into OUT/site, which PYTHONPATH carries through
 # `prism emulate` (it puts python/ before it). One rank per stage captured side
 # by side. Its last lines in the log say why when Megatron-Core cannot run so.
-if wanted b; then
+check_b() {
+  local rc rep
   "$python" -c '
 import sys, zipfile
 for w in sys.argv[2:]:
     zipfile.ZipFile(w).extractall(sys.argv[1])' "$out/site" wheels/*.whl 2>>"$log" ||
     say "b: the wheels do not unpack"
-  step b_megatron 180 env PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}" "$prism" emulate \
-    examples/jobs/megatron-gpt-pp4-1024.yaml --real-ranks "$rank" --capture-jobs 4 \
+  step b_megatron 120 env PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}" "$prism" emulate \
+    examples/jobs/megatron-gpt-pp4-1024.yaml --real-ranks "$rank" --capture-jobs 4 --timeout 60 \
     --report "$out/b_megatron.report.json" \
     -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/megatron_gpt/train.py
   rc=$?
   rep=null; [ -s "$out/b_megatron.report.json" ] && rep=$(cat "$out/b_megatron.report.json")
   fig b_megatron "{\"exit\": $rc, \"report\": $rep, \"gpu_stats\": $(line_json "$out/b_megatron.out" GPU_STATS)}"
-fi
+}
 
 # (g) kernel-database refresh for the validation jobs on this GPU. Only the
 # signatures of this GPU's database name (H100 jobs on an H100): the A100 jobs'
 # kernels cannot be measured here. On 2026-11-27 the two H100 jobs lacked only
 # `mem` signatures (modelled from bandwidth), hence --measure-mem.
-if wanted g; then
+check_g() {
+  local preset db job wanted_n measured
   # On an H200 the H100 jobs are listed on the hgx-h200 preset, for H200 kernels.
   preset=()
   case $gpu_name in
@@ -350,13 +370,48 @@ if wanted g; then
   wanted_n=$(wc -l <"$out/g_wanted.txt")
   say "g: $wanted_n kernel signatures of $db modelled, not measured, in the validation jobs"
   if [ "$wanted_n" -gt 0 ]; then
-    step g_measure 150 "$python" scripts/measure_kernels.py "$out/g_wanted.txt" --out "$out/g_kernels.csv" \
+    step g_measure 90 "$python" scripts/measure_kernels.py "$out/g_wanted.txt" --out "$out/g_kernels.csv" \
       --gpu "$db" --measure-mem --timeout-per-kernel 10
   fi
   measured=0; [ -s "$out/g_kernels.csv" ] && measured=$(($(wc -l <"$out/g_kernels.csv") - 1))
   fig g_kernels "{\"gpu\": \"$db\", \"wanted\": $wanted_n, \"measured\": $measured, \"csv\": \"g_kernels.csv\"}"
-fi
+}
 
-say "(f) capture on GPU: not written"
-fig not_written '{"f": "capture on GPU: not written"}'
+# (f) capture on GPU: (a)'s ddp capture (the drop-in reports each held
+# stream's kernel time since its last release, CUDA events, as compute named
+# `kernels`) against the program's own CUDA-event step times, and the replay
+# of the graph built from it (predicted) against the emulated iteration.
+check_f() {
+  if [ ! -d "$out/f_slices" ]; then
+    say "f: no capture of (a) ddp (run --only a,f): skipped"
+    fig f_capture '{"skipped": "no capture of (a) ddp"}'
+    return
+  fi
+  step f_analyse 30 "$python" gpu/capture_figures.py --slices "$out/f_slices" \
+    --graph "$out/f_graph.json" --report "$out/a_ddp.report.json" --program-out "$out/a_ddp.out"
+  fig f_capture "$(line_json "$out/f_analyse.out" CAPTURE)"
+}
+
+# (k) a Kineto trace of a real GPU step (torch.profiler, CPU and CUDA, world
+# size 1) imported with `prism import kineto`: the in-situ calibration path.
+check_k() {
+  step k_profile 60 "$python" examples/cuda_gpt/train.py --parallel ddp --steps 4 --warmup 1 \
+    --profile "$out/k_trace.json"
+  step k_import 30 "$prism" import kineto "$out/k_trace.json" -o "$out/k_graph.json"
+  local rc=$?
+  fig k_kineto "$("$python" -c '
+import json, os, sys
+t, rc, log = sys.argv[1:4]
+last = open(log).read().strip().splitlines()[-1:] if os.path.exists(log) else []
+print(json.dumps({"import_exit": int(rc), "trace_bytes": os.path.getsize(t) if os.path.exists(t) else 0,
+                  "summary": last[0] if last else None}))' "$out/k_trace.json" "$rc" "$out/k_import.out")"
+}
+
+for c in ${only//,/ }; do
+  case $c in
+    build | a | b | c | d | e | f | g | k) check_$c ;;
+    *) say "unknown check '$c' (build, a, b, c, d, e, f, g, k): skipped" ;;
+  esac
+done
+
 exit 0
