@@ -62,8 +62,11 @@ def main():
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     pp = min(args.pp, world)
+    # No gloo groups: gloo connects to every member for real, and under the
+    # emulation the other members are virtual (it would wait for them forever).
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=1,
-                                             pipeline_model_parallel_size=pp)
+                                             pipeline_model_parallel_size=pp,
+                                             create_gloo_process_groups=False)
     if cuda:
         model_parallel_cuda_manual_seed(0)
     dtype = torch.bfloat16 if cuda else torch.float32

@@ -50,13 +50,18 @@ def main():
     world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     if rank != 0:
         sys.exit("nccl_footprint.py: run it as rank 0 (the root makes the unique id)")
-    uid = ctypes.create_string_buffer(128)
+    # ncclUniqueId is a struct of 128 bytes passed BY VALUE to ncclCommInitRank:
+    # a ctypes Structure, not a char buffer (which would pass a pointer).
+    class UniqueId(ctypes.Structure):
+        _fields_ = [("internal", ctypes.c_char * 128)]
+
+    uid = UniqueId()
     used = lambda: (lambda f, t: t - f)(*torch.cuda.mem_get_info())
     out = {"label": args.label, "lib": path, "nccl_version": version.value, "nranks": world,
            "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
     out["used_before"] = used()
     check = lambda what, rc: rc == 0 or sys.exit("nccl_footprint.py: %s returned %d" % (what, rc))
-    check("ncclGetUniqueId", lib.ncclGetUniqueId(uid))
+    check("ncclGetUniqueId", lib.ncclGetUniqueId(ctypes.byref(uid)))
     comm = ctypes.c_void_p()
     check("ncclCommInitRank", lib.ncclCommInitRank(ctypes.byref(comm), world, uid, rank))
     torch.cuda.synchronize()

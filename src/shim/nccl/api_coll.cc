@@ -8,7 +8,8 @@
 //   reduce_scatter                   recvcount * size * nranks (the buffer reduced)
 //   all_to_all                       count * size * nranks (count per peer)
 //   send, recv                       count * size
-// No data moves: receive buffers keep their contents.
+// Data: receive buffers get this rank's own bytes, as if every peer held
+// what it holds (mirror.h).
 #include <optional>
 
 #include "shim/nccl/comm.h"
@@ -61,7 +62,12 @@ ncclResult_t collective(const char* fn, const Collective& a, const void* sendbuf
     // As NCCL: a collective of no elements is checked, then does nothing (no
     // rank waits for another). Transfers of no bytes do take place.
     if (count == 0) return ncclSuccess;
-    return submit(fn, comm, o, stream);
+    std::int64_t chunk = 0;
+    PRISM_NCCL_TRY(byte_size(fn, count, t, 1, &chunk));
+    std::vector<Copy> copies =
+        mirror_copies(MirrorArgs{a.code, sendbuff, const_cast<void*>(recvbuff),
+                                 static_cast<std::size_t>(chunk), comm->nranks, comm->rank, root});
+    return submit(fn, comm, o, stream, std::move(copies));
   });
 }
 
@@ -83,7 +89,7 @@ ncclResult_t point_to_point(const char* fn, prism_op_code code, const void* buff
     // A rank's transfer to itself is a local copy: nothing to emulate, and
     // the graph format has no such transfer.
     if (peer == comm->rank) return ncclSuccess;
-    return submit(fn, comm, op, stream);
+    return submit(fn, comm, op, stream, {});
   });
 }
 

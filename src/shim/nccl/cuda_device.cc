@@ -51,7 +51,8 @@ class CudaDevice final : public Device {
     return d_.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr;
   }
   ncclResult_t hold(const char* fn, cudaStream_t stream, const prism_op* ops, std::size_t n,
-                    bool* held) override;
+                    std::span<const Copy> copies, bool* held) override;
+  ncclResult_t copy(const char* fn, std::span<const Copy> copies) override;
   void abandon(std::uint32_t comm) override;
   int cu_device(int fallback) override {
     CUcontext ctx = nullptr;
@@ -184,7 +185,7 @@ CUevent CudaDevice::take_event(CUcontext ctx) {
 }
 
 ncclResult_t CudaDevice::hold(const char* fn, cudaStream_t stream, const prism_op* ops,
-                              std::size_t n, bool* held) {
+                              std::size_t n, std::span<const Copy> copies, bool* held) {
   *held = true;
   if (n == 0) return ncclSuccess;
   const CUstream s = reinterpret_cast<CUstream>(stream);
@@ -216,6 +217,16 @@ ncclResult_t CudaDevice::hold(const char* fn, cudaStream_t stream, const prism_o
                              CU_STREAM_WAIT_VALUE_GEQ);
   if (r != CUDA_SUCCESS) return undo("cuStreamWaitValue32: " + d_.describe(r));
   // The wait is enqueued: from here on the hold must be released some day.
+  // The mirrored data lands after it, before `after`: not kernel time.
+  ncclResult_t result = ncclSuccess;
+  for (const Copy& c : copies) {
+    r = d_.memcpy_async(reinterpret_cast<CUdeviceptr>(c.dst), reinterpret_cast<CUdeviceptr>(c.src),
+                        c.bytes, s);
+    if (r != CUDA_SUCCESS) {
+      result = cuda_fail(fn, "cuMemcpyAsync of the mirrored data (docs/nccl-shim.md, \"Data\")", r);
+      break;
+    }
+  }
   if (d_.event_record(h.after, s) != CUDA_SUCCESS) {
     events_.emplace_back(st->ctx, h.after);  // no kernel time before the next hold
     h.after = nullptr;
@@ -224,6 +235,21 @@ ncclResult_t CudaDevice::hold(const char* fn, cudaStream_t stream, const prism_o
   holds_.splice(holds_.end(), spare_, spare_.begin());
   if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { run(); });
   cv_.notify_one();
+  return result;
+}
+
+ncclResult_t CudaDevice::copy(const char* fn, std::span<const Copy> copies) {
+  CUcontext ctx = nullptr;
+  const bool unified = d_.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr;
+  for (const Copy& c : copies) {
+    if (!unified) {
+      std::memmove(c.dst, c.src, c.bytes);
+      continue;
+    }
+    const CUresult r = d_.memcpy(reinterpret_cast<CUdeviceptr>(c.dst),
+                                 reinterpret_cast<CUdeviceptr>(c.src), c.bytes);
+    if (r != CUDA_SUCCESS) return cuda_fail(fn, "cuMemcpy of the mirrored data", r);
+  }
   return ncclSuccess;
 }
 

@@ -35,6 +35,7 @@ bool CudaDriver::load() {
          PRISM_CU_FIND(mem_host_get_device_pointer, cuMemHostGetDevicePointer) &&
          PRISM_CU_FIND(mem_alloc, cuMemAlloc) && PRISM_CU_FIND(mem_free, cuMemFree) &&
          PRISM_CU_FIND(stream_wait_value32, cuStreamWaitValue32) &&
+         PRISM_CU_FIND(memcpy_async, cuMemcpyAsync) && PRISM_CU_FIND(memcpy, cuMemcpy) &&
          PRISM_CU_FIND(event_create, cuEventCreate) && PRISM_CU_FIND(event_record, cuEventRecord) &&
          PRISM_CU_FIND(event_query, cuEventQuery) &&
          PRISM_CU_FIND(event_elapsed_time, cuEventElapsedTime) &&

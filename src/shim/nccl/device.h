@@ -16,9 +16,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "prism/client.h"
 #include "shim/nccl/entry.h"
+#include "shim/nccl/mirror.h"
 
 namespace prism::nccl {
 
@@ -33,9 +35,14 @@ class Device {
   // stream reaches them, so their virtual time is the GPU's, not the host's
   // that ran ahead. Returns at once. *held is false when the stream could
   // not be held (a CUDA call failed: the GPU path is then off for good) and
-  // nothing was enqueued: the caller takes the host path.
+  // nothing was enqueued: the caller takes the host path. `copies`
+  // (mirror.h) run on the stream once the wait is over, before its next
+  // kernel, outside the kernel time reported.
   virtual ncclResult_t hold(const char* fn, cudaStream_t stream, const prism_op* ops, std::size_t n,
-                            bool* held) = 0;
+                            std::span<const Copy> copies, bool* held) = 0;
+  // Host path: runs `copies` now, after the ops' wait (host memory, or any
+  // memory CUDA's unified addressing reaches when a context is current).
+  virtual ncclResult_t copy(const char* fn, std::span<const Copy> copies) = 0;
   // Releases, without waiting, every held op of communicator `comm`
   // (ncclCommAbort).
   virtual void abandon(std::uint32_t comm) = 0;

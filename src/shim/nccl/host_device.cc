@@ -1,6 +1,7 @@
 // The host device: no CUDA. Every op takes the host path, and ncclMemAlloc
 // hands out page-aligned host memory.
 #include <cstdlib>
+#include <cstring>
 
 #include "shim/nccl/device.h"
 
@@ -12,8 +13,13 @@ constexpr std::size_t kPage = 4096;  // NCCL_WIN_REQUIRED_ALIGNMENT
 class HostDevice final : public Device {
  public:
   bool holds_on(cudaStream_t) override { return false; }
-  ncclResult_t hold(const char*, cudaStream_t, const prism_op*, std::size_t, bool* held) override {
+  ncclResult_t hold(const char*, cudaStream_t, const prism_op*, std::size_t, std::span<const Copy>,
+                    bool* held) override {
     *held = false;
+    return ncclSuccess;
+  }
+  ncclResult_t copy(const char*, std::span<const Copy> copies) override {
+    for (const Copy& c : copies) std::memmove(c.dst, c.src, c.bytes);
     return ncclSuccess;
   }
   void abandon(std::uint32_t) override {}

@@ -12,6 +12,7 @@ namespace {
 struct GpuOp {
   cudaStream_t stream;
   prism_op op;
+  std::vector<Copy> copies;
 };
 
 // The calling thread's open group. The vectors keep their capacity, so a
@@ -20,8 +21,10 @@ struct Group {
   int depth = 0;
   std::uint32_t id = 0;
   std::vector<std::uint64_t> tickets;  // host path: entered, waited at the end
+  std::vector<Copy> copies;            // host path: run after those waits
   std::vector<GpuOp> gpu;              // GPU path: held at the end
   std::vector<prism_op> scratch;       // one stream's ops, for Device::hold
+  std::vector<Copy> scratch_copies;    // and their copies
 };
 thread_local Group t_group;
 
@@ -47,17 +50,21 @@ ncclResult_t wait_all(const char* fn, Shim& shim, const std::vector<std::uint64_
   return ncclSuccess;
 }
 
-// Host path for ops[0..n): enters them all, then waits for each.
-ncclResult_t enter_and_wait(const char* fn, Shim& shim, const prism_op* ops, std::size_t n) {
+// Host path for ops[0..n): enters them all, waits for each, then copies.
+ncclResult_t enter_and_wait(const char* fn, Shim& shim, const prism_op* ops, std::size_t n,
+                            std::span<const Copy> copies) {
   thread_local std::vector<std::uint64_t> tickets;
   tickets.clear();
-  std::lock_guard lock(shim.client_mu());
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t ticket = 0;
-    PRISM_NCCL_TRY(enter(fn, shim, ops[i], &ticket));
-    tickets.push_back(ticket);
+  {
+    std::lock_guard lock(shim.client_mu());
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint64_t ticket = 0;
+      PRISM_NCCL_TRY(enter(fn, shim, ops[i], &ticket));
+      tickets.push_back(ticket);
+    }
+    PRISM_NCCL_TRY(wait_all(fn, shim, tickets));
   }
-  return wait_all(fn, shim, tickets);
+  return shim.device().copy(fn, copies);
 }
 
 // Holds the group's GPU ops, one hold per stream in order of first use.
@@ -67,14 +74,19 @@ ncclResult_t hold_group(const char* fn, Shim& shim, Group& g) {
     const cudaStream_t s = g.gpu[i].stream;
     if (s == nullptr) continue;  // taken by an earlier stream's hold
     g.scratch.clear();
+    g.scratch_copies.clear();
     for (std::size_t j = i; j < g.gpu.size(); ++j) {
       if (g.gpu[j].stream != s) continue;
       g.scratch.push_back(g.gpu[j].op);
+      g.scratch_copies.insert(g.scratch_copies.end(), g.gpu[j].copies.begin(),
+                              g.gpu[j].copies.end());
       g.gpu[j].stream = nullptr;
     }
     bool held = false;
-    ncclResult_t r = shim.device().hold(fn, s, g.scratch.data(), g.scratch.size(), &held);
-    if (r == ncclSuccess && !held) r = enter_and_wait(fn, shim, g.scratch.data(), g.scratch.size());
+    ncclResult_t r =
+        shim.device().hold(fn, s, g.scratch.data(), g.scratch.size(), g.scratch_copies, &held);
+    if (r == ncclSuccess && !held)
+      r = enter_and_wait(fn, shim, g.scratch.data(), g.scratch.size(), g.scratch_copies);
     if (result == ncclSuccess) result = r;
   }
   g.gpu.clear();
@@ -83,7 +95,8 @@ ncclResult_t hold_group(const char* fn, Shim& shim, Group& g) {
 
 }  // namespace
 
-ncclResult_t submit(const char* fn, ncclComm* comm, prism_op op, cudaStream_t stream) {
+ncclResult_t submit(const char* fn, ncclComm* comm, prism_op op, cudaStream_t stream,
+                    std::vector<Copy> copies) {
   Shim& shim = Shim::get();
   Group& g = t_group;
   op.comm = comm->handle;
@@ -91,18 +104,19 @@ ncclResult_t submit(const char* fn, ncclComm* comm, prism_op op, cudaStream_t st
   op.group = g.depth > 0 ? g.id : 0;
   if (shim.device().holds_on(stream)) {
     if (g.depth > 0) {
-      g.gpu.push_back(GpuOp{stream, op});
+      g.gpu.push_back(GpuOp{stream, op, std::move(copies)});
       return ncclSuccess;
     }
     bool held = false;
-    PRISM_NCCL_TRY(shim.device().hold(fn, stream, &op, 1, &held));
+    PRISM_NCCL_TRY(shim.device().hold(fn, stream, &op, 1, copies, &held));
     if (held) return ncclSuccess;
   }
-  if (g.depth == 0) return enter_and_wait(fn, shim, &op, 1);
+  if (g.depth == 0) return enter_and_wait(fn, shim, &op, 1, copies);
   std::lock_guard lock(shim.client_mu());
   std::uint64_t ticket = 0;
   PRISM_NCCL_TRY(enter(fn, shim, op, &ticket));
   g.tickets.push_back(ticket);
+  g.copies.insert(g.copies.end(), copies.begin(), copies.end());
   return ncclSuccess;
 }
 
@@ -122,11 +136,16 @@ ncclResult_t group_end(const char* fn) {
   Shim& shim = Shim::get();
   ncclResult_t result = g.gpu.empty() ? ncclSuccess : hold_group(fn, shim, g);
   if (!g.tickets.empty()) {
-    std::lock_guard lock(shim.client_mu());
-    const ncclResult_t r = wait_all(fn, shim, g.tickets);
+    ncclResult_t r = ncclSuccess;
+    {
+      std::lock_guard lock(shim.client_mu());
+      r = wait_all(fn, shim, g.tickets);
+    }
+    if (r == ncclSuccess) r = shim.device().copy(fn, g.copies);
     if (result == ncclSuccess) result = r;
     g.tickets.clear();
   }
+  g.copies.clear();
   return result;
 }
 

@@ -14,14 +14,20 @@
 // Group state is per thread, as NCCL's is.
 #pragma once
 
+#include <vector>
+
 #include "prism/client.h"
 #include "shim/nccl/comm.h"
+#include "shim/nccl/mirror.h"
 
 namespace prism::nccl {
 
 // op: code, dtype, bytes, peer and tag set; comm, stream and group are set
-// here.
-ncclResult_t submit(const char* fn, ncclComm* comm, prism_op op, cudaStream_t stream);
+// here. `copies` (mirror.h) run once the op has completed: on the stream
+// after its release (GPU path), or after the wait (host path; in a group,
+// at the outermost ncclGroupEnd).
+ncclResult_t submit(const char* fn, ncclComm* comm, prism_op op, cudaStream_t stream,
+                    std::vector<Copy> copies);
 
 ncclResult_t group_start(const char* fn);
 ncclResult_t group_end(const char* fn);

@@ -15,5 +15,4 @@ namespace prism::nccl {
 // /dev/urandom.
 void make_unique_id(ncclUniqueId* id) noexcept;
 
-
 }  // namespace prism::nccl

@@ -214,7 +214,7 @@ int run_mismatch(void) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: nccl_program offline|functional|abort|emulate|mismatch|split\n");
+    fprintf(stderr, "usage: nccl_program offline|functional|abort|emulate|mismatch|split|data\n");
     return 2;
   }
   if (strcmp(argv[1], "offline") == 0) return run_offline();
@@ -223,6 +223,7 @@ int main(int argc, char** argv) {
   if (strcmp(argv[1], "emulate") == 0) return run_emulate();
   if (strcmp(argv[1], "mismatch") == 0) return run_mismatch();
   if (strcmp(argv[1], "split") == 0) return run_split();
+  if (strcmp(argv[1], "data") == 0) return run_data();
   fprintf(stderr, "nccl_program: unknown mode '%s'\n", argv[1]);
   return 2;
 }

@@ -43,5 +43,6 @@ int run_mismatch(void);
 /* Not NCCL's: the drop-in's iteration marker (src/shim/nccl/api_prism.cc). */
 ncclResult_t prismNcclMarker(int code, int value);
 int run_split(void);
+int run_data(void);
 
 #endif /* PRISM_TESTS_NCCL_PROGRAM_H_ */

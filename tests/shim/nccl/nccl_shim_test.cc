@@ -159,6 +159,15 @@ TEST(NcclShimTest, EveryImplementedEntryPointReachesTheCoordinator) {
   EXPECT_GE(f.seen_of<wire::Wait>().size(), 10u);
 }
 
+TEST(NcclShimTest, ReceiveBuffersGetThisRanksOwnBytes) {
+  // The program checks every buffer (nccl_program_data.c); here, that it ran.
+  FakeCoordinator f(fake());
+  Program p("data", env_for(f));
+  ASSERT_EQ(p.wait(), 0) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("data ok"));
+  EXPECT_EQ(f.seen_of<wire::Op>().size(), 11u);  // the send and recv too
+}
+
 TEST(NcclShimTest, AnAbortedEmulationFailsTheOpAndEveryCommunicator) {
   FakeCoordinator f(fake(/*abort=*/true));
   Program p("abort", env_for(f));
