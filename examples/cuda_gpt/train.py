@@ -117,7 +117,8 @@ def main():
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
     p.add_argument("--profile", metavar="FILE",
                    help="profile the last two steps with torch.profiler (CPU and CUDA) and write "
-                        "the Kineto trace to FILE (for `prism import kineto`)")
+                        "the Kineto trace to FILE (for `prism import kineto`); %%p in FILE becomes "
+                        "the process id")
     args = p.parse_args()
 
     if "RANK" not in os.environ:  # alone: world size 1 with a local store
@@ -178,9 +179,9 @@ def main():
             print(f"step {step} loss {loss.item():.4f} gpu {ms:.2f} ms", flush=True)
     if prof is not None:
         prof.__exit__(None, None, None)
-        tmp = args.profile + ".tmp"
-        prof.export_chrome_trace(tmp)
-        os.replace(tmp, args.profile)
+        path = args.profile.replace("%p", str(os.getpid()))
+        prof.export_chrome_trace(path + ".tmp")
+        os.replace(path + ".tmp", path)
     kept = step_ms[args.warmup:] or step_ms
     stats = {
         "parallel": args.parallel, "rank": rank, "world": world, "device": str(device),

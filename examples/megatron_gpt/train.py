@@ -77,6 +77,12 @@ def main():
                      vocab_size=args.vocab, max_sequence_length=args.seq,
                      pre_process=parallel_state.is_pipeline_first_stage(),
                      post_process=parallel_state.is_pipeline_last_stage()).to(device)
+    if cuda:
+        # As Megatron's training loop does for --bf16: every parameter in bf16
+        # (torch's LayerNorm, the fallback without Apex, would stay fp32),
+        # inputs cast on the first stage and outputs made fp32 on the last.
+        from megatron.core.transformer.module import Float16Module
+        model = Float16Module(config, model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     dp_group = parallel_state.get_data_parallel_group()
     mask = (torch.tril(torch.ones(args.seq, args.seq, device=device)) < 0.5).view(1, 1, args.seq, args.seq)

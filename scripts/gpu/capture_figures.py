@@ -16,7 +16,9 @@ emulated iteration). Prints one line `CAPTURE {json}`:
   steps; kernel_share: kernel_compute_ms over it (the part of the steps'
   GPU time that became the graph's compute; the rest is the held waits and
   the work before the first collective of a step);
-- predicted_iteration_s, emulated_iteration_s, percent_apart.
+- predicted_iteration_s, emulated_iteration_s, percent_apart; and
+  emulated_steady_iteration_s (the median of the iterations after the
+  first, which carries the warm-up), steady_percent_apart.
 """
 
 import argparse
@@ -70,6 +72,13 @@ def main():
         out["predicted_iteration_s"], out["emulated_iteration_s"] = pred, emul
         if pred and emul:
             out["percent_apart"] = 100.0 * (emul / pred - 1)
+        # The first iteration carries the warm-up (DDP's bucket rebuild, the
+        # first connections): the median of the others is the steady state.
+        its = (r.get("real_ranks") or [{}])[0].get("iteration_times_s") or []
+        if pred and len(its) > 1:
+            rest = sorted(its[1:])
+            out["emulated_steady_iteration_s"] = rest[len(rest) // 2]
+            out["steady_percent_apart"] = 100.0 * (out["emulated_steady_iteration_s"] / pred - 1)
     print("CAPTURE " + json.dumps(out), flush=True)
 
 

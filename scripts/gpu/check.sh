@@ -35,18 +35,21 @@
 #          the replay of its graph (predicted) vs the emulated iteration
 #   (k)    a Kineto trace of a real GPU step (torch.profiler), imported with
 #          `prism import kineto` (the in-situ calibration path)
+#   (p)    perturbation diagnostics (not in the default list): (c)'s program
+#          30 steps alone and emulated, profiled, and with the progress thread
+#          polling every 5 us
 # UNTESTED: everything but --dry-run has never run on a GPU (written
 # 2026-11-27 with no GPU host lent); each check ends with one error line
 # rather than hanging, and the script ends every process of its session
 # after each step and on exit (interrupts included).
 #
 # Options: --out DIR (default ./gpu-check-<UTC time>), --python PY (python3),
-#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (of e,d,a,f,c,b,g,k,build,
-#   in the order to run them)
+#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (of e,d,a,f,c,b,g,k,build,p
+#   in the order to run them), --a-modes LIST (ddp,fsdp,tp)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 args=("$@")
-dry=0 out= python=python3 rank=5 budget=400 only=e,d,a,f,c,b,g,k,build
+dry=0 out= python=python3 rank=5 budget=400 only=e,d,a,f,c,b,g,k,build a_modes=ddp,fsdp,tp
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry=1; shift ;;
@@ -55,6 +58,7 @@ while [ $# -gt 0 ]; do
     --rank) rank=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --a-modes) a_modes=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "check.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
   esac
@@ -182,13 +186,21 @@ def g(d, *keys):
 print("summary (figures.json):")
 for m in ("ddp", "fsdp", "tp"):
     if "a_" + m in f:
-        print("  (a) %-4s exit %s, emulated %s s vs predicted %s s per iteration" % (
-            m, g(f, "a_" + m, "exit"), g(f, "a_" + m, "report", "iteration_time_s"),
+        its = (g(f, "a_" + m, "report", "real_ranks") or [{}])[0].get("iteration_times_s") or []
+        steady = sorted(its[1:])[len(its[1:]) // 2] if len(its) > 1 else None  # after the first
+        print("  (a) %-4s exit %s, emulated %s s (median after the first: %s s) vs predicted %s s per iteration" % (
+            m, g(f, "a_" + m, "exit"), g(f, "a_" + m, "report", "iteration_time_s"), steady,
             g(f, "a_" + m, "report", "predicted_iteration_time_s")))
 if "e_memory" in f:
     print("  (e) NCCL footprint at init / connected, bytes: real %s / %s, drop-in %s / %s" % (
         g(f, "e_memory", "real", "footprint_init"), g(f, "e_memory", "real", "footprint_connected"),
         g(f, "e_memory", "dropin", "footprint_init"), g(f, "e_memory", "dropin", "footprint_connected")))
+    for v in ("real", "real_nvls_off", "real_cumem_off", "real_eager_connect"):
+        if g(f, "e_memory", v) is not None:
+            print("      %-18s first communicator %s / %s, the next one %s / %s, left after destroy %s" % (
+                v, g(f, "e_memory", v, "footprint_init"), g(f, "e_memory", v, "footprint_connected"),
+                g(f, "e_memory", v, "next_comm_init"), g(f, "e_memory", v, "next_comm_connected"),
+                (g(f, "e_memory", v, "used_after_destroy") or 0) - (g(f, "e_memory", v, "used_before") or 0)))
 if "c_perturbation" in f:
     print("  (c) step %s ms alone; emulated compute %s ms per iteration: %s%% apart (captured step %s ms)" % (
         g(f, "c_perturbation", "alone_median_step_ms"), g(f, "c_perturbation", "emulated_compute_ms_per_iteration"),
@@ -210,6 +222,10 @@ if "f_capture" in f:
 if "k_kineto" in f:
     print("  (k) Kineto trace %s bytes, import exit %s: %s" % (
         g(f, "k_kineto", "trace_bytes"), g(f, "k_kineto", "import_exit"), g(f, "k_kineto", "summary")))
+if "p_perturbation" in f:
+    med = lambda k: g(f, "p_perturbation", k, "median_step_ms")
+    print("  (p) median step ms: alone %s; poll 50 us captured %s, emulated %s; poll 5 us captured %s, emulated %s" % (
+        med("alone"), med("poll50_captured"), med("poll50_emulated"), med("poll5_captured"), med("poll5_emulated")))
 if "g_kernels" in f:
     print("  (g) %s: %s signatures wanted, %s measured" % (
         g(f, "g_kernels", "gpu"), g(f, "g_kernels", "wanted"), g(f, "g_kernels", "measured")))
@@ -287,7 +303,7 @@ check_build() {
 # ddp also keeps its capture (OUT/f_slices) and graph (OUT/f_graph.json) for (f).
 check_a() {
   local mode job keep rc rep
-  for mode in ddp fsdp tp; do
+  for mode in ${a_modes//,/ }; do
     job=examples/jobs/cuda-gpt-1024.yaml keep=()
     [ $mode = tp ] && job=examples/jobs/cuda-gpt-tp8-1024.yaml
     [ $mode = ddp ] && keep=(--slices "$out/f_slices" --save-graph "$out/f_graph.json")
@@ -302,10 +318,19 @@ check_a() {
 
 # (e) NCCL's device memory: torch's real NCCL (nranks=1) and the drop-in (rank 0 of 1,024).
 check_e() {
-  step e_real 45 "$python" gpu/nccl_footprint.py --lib real --label real
+  local v
+  # Torch's NCCL, one rank: two communicators one after the other (the second
+  # costs what one more does once NCCL's kernels are loaded), NCCL's own
+  # account of each allocation in the output (NCCL_DEBUG_SUBSYS=ALLOC), and
+  # the knobs that change its memory.
+  for v in default NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0 NCCL_RUNTIME_CONNECT=0; do
+    local name=e_real; [ $v != default ] && name=e_real_$(echo "${v%%=*}" | tr 'A-Z' 'a-z')
+    step $name 30 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC $([ $v != default ] && echo "$v") \
+      "$python" gpu/nccl_footprint.py --lib real --label "$v" --comms 2
+  done
   step e_dropin 60 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml --real-ranks 0 --timeout 45 \
     -- env LD_PRELOAD="$dropin" "$python" gpu/nccl_footprint.py --lib "$dropin" --label dropin
-  fig e_memory "{\"real\": $(line_json "$out/e_real.out" FOOTPRINT), \"dropin\": $(line_json "$out/e_dropin.out" FOOTPRINT), \"model\": \"not wired: compare by hand with the NCCL footprint model (docs/memory.md)\"}"
+  fig e_memory "{\"real\": $(line_json "$out/e_real.out" FOOTPRINT), \"real_nvls_off\": $(line_json "$out/e_real_nccl_nvls_enable.out" FOOTPRINT), \"real_cumem_off\": $(line_json "$out/e_real_nccl_cumem_enable.out" FOOTPRINT), \"real_eager_connect\": $(line_json "$out/e_real_nccl_runtime_connect.out" FOOTPRINT), \"dropin\": $(line_json "$out/e_dropin.out" FOOTPRINT), \"model\": \"not wired: compare by hand with the NCCL footprint model (docs/memory.md)\"}"
 }
 
 # (c) perturbation: the GPU time of a step alone vs emulated on a near-instant network.
@@ -335,6 +360,20 @@ out = {"alone_median_step_ms": med(a), "captured_median_step_ms": med(c),
        "emulated_step_percent_apart": pct(med(e), med(a))}
 out["within_1_percent"] = out["percent_apart"] is not None and abs(out["percent_apart"]) <= 1.0
 print(json.dumps(out))' "$alone" "$capt" "$emul" "$rep")"
+}
+
+# (p) what perturbs the GPU step: (c)'s program for 30 steps alone and
+# emulated (near-instant network), profiled (torch.profiler, the last two
+# steps: OUT/p_*.<pid>.json, the capture's and the emulation's), and again
+# with the drop-in's progress thread polling every 5 us instead of 50.
+check_p() {
+  local args=(examples/cuda_gpt/train.py --parallel ddp --steps 30 --warmup 5)
+  step p_alone 45 "$python" "${args[@]}" --profile "$out/p_alone.%p.json"
+  step p_poll50 75 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml "${fast[@]}" --real-ranks "$rank" --timeout 60 \
+    -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" "${args[@]}" --profile "$out/p_poll50.%p.json"
+  step p_poll5 75 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml "${fast[@]}" --real-ranks "$rank" --timeout 60 \
+    -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 PRISM_NCCL_POLL_US=5 "$python" "${args[@]}"
+  fig p_perturbation "{\"alone\": $(line_json "$out/p_alone.out" GPU_STATS), \"poll50_captured\": $(first_json "$out/p_poll50.out" GPU_STATS), \"poll50_emulated\": $(line_json "$out/p_poll50.out" GPU_STATS), \"poll5_captured\": $(first_json "$out/p_poll5.out" GPU_STATS), \"poll5_emulated\": $(line_json "$out/p_poll5.out" GPU_STATS)}"
 }
 
 # (d) stream release latency.
@@ -430,8 +469,8 @@ print(json.dumps({"import_exit": int(rc), "trace_bytes": os.path.getsize(t) if o
 
 for c in ${only//,/ }; do
   case $c in
-    build | a | b | c | d | e | f | g | k) check_$c ;;
-    *) say "unknown check '$c' (build, a, b, c, d, e, f, g, k): skipped" ;;
+    build | a | b | c | d | e | f | g | k | p) check_$c ;;
+    *) say "unknown check '$c' (build, a, b, c, d, e, f, g, k, p): skipped" ;;
   esac
 done
 

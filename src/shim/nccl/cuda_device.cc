@@ -17,6 +17,7 @@
 // The host thread only enqueues; it never waits on the coordinator.
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -37,12 +38,14 @@ namespace prism::nccl {
 namespace {
 
 constexpr std::size_t kMaxStreams = 1024;  // flags in the host-mapped page
-constexpr auto kPollPeriod = std::chrono::microseconds(50);
+constexpr int kDefaultPollUs = 50;         // PRISM_NCCL_POLL_US
 constexpr const char* kProgress = "PrismLLM NCCL progress thread";
 
 class CudaDevice final : public Device {
  public:
-  explicit CudaDevice(const CudaDriver& d) : d_(d) { streams_.reserve(kMaxStreams); }
+  CudaDevice(const CudaDriver& d, std::chrono::microseconds poll) : d_(d), poll_(poll) {
+    streams_.reserve(kMaxStreams);
+  }
   ~CudaDevice() override { stop(); }
 
   bool holds_on(cudaStream_t stream) override {
@@ -105,7 +108,8 @@ class CudaDevice final : public Device {
   void give_up(ncclResult_t code, const std::string& message);
 
   const CudaDriver d_;
-  std::mutex mu_;  // below, up to the progress thread's own state
+  const std::chrono::microseconds poll_;  // the progress thread's period while holds are out
+  std::mutex mu_;                         // below, up to the progress thread's own state
   std::condition_variable cv_;
   std::uint32_t* flags_ = nullptr;  // host-mapped, kMaxStreams of them
   CUdeviceptr flags_dev_ = 0;
@@ -273,7 +277,7 @@ void CudaDevice::run() {
     step();
     lk.lock();
     retire();
-    cv_.wait_for(lk, kPollPeriod, [this] { return stopping_; });
+    cv_.wait_for(lk, poll_, [this] { return stopping_; });
   }
 }
 
@@ -434,12 +438,30 @@ ncclResult_t CudaDevice::mem_free(const char* fn, void* ptr, bool on_device) {
   return r == CUDA_SUCCESS ? ncclSuccess : cuda_fail(fn, "cuMemFree", r);
 }
 
+// PRISM_NCCL_POLL_US: 1..100000 microseconds; anything else is said once on
+// stderr and the default kept (the drop-in has no caller to fail here).
+std::chrono::microseconds poll_period() {
+  const char* v = std::getenv("PRISM_NCCL_POLL_US");
+  if (v == nullptr || *v == '\0') return std::chrono::microseconds(kDefaultPollUs);
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || x < 1 || x > 100000) {
+    std::fprintf(stderr,
+                 "PrismLLM NCCL: PRISM_NCCL_POLL_US='%s' is not a whole number of microseconds in "
+                 "1..100000; the progress thread polls every %d us\n",
+                 v, kDefaultPollUs);
+    return std::chrono::microseconds(kDefaultPollUs);
+  }
+  return std::chrono::microseconds(x);
+}
+
 }  // namespace
 
 std::unique_ptr<Device> make_cuda_device() {
   CudaDriver d;
   if (!d.load()) return nullptr;
-  return std::make_unique<CudaDevice>(d);
+  return std::make_unique<CudaDevice>(d, poll_period());
 }
 
 }  // namespace prism::nccl
