@@ -150,27 +150,42 @@ class ProgramCapture::Impl : public LivePolicy {
     return world;
   }
 
-  // With every other rank virtual, only a split that keeps all of the
-  // parent can be answered: PyTorch's new_group over every rank passes the
-  // color of the parent's members (runtime/split_color.h).
+  // With every other rank virtual, the colors the others pass are unknown:
+  // the group is found among those a device mesh or Megatron's layout makes
+  // over the parent (runtime/split_color.h), by the color PyTorch's
+  // new_group passes for it.
   Status split(const wire::CommSplit& s) {
+    const auto where = [&] {
+      return fmt::format("captured rank {} split communicator {} from {}", options_.rank, s.comm,
+                         s.parent);
+    };
     const auto parent = comms_.find(s.parent);
     if (parent == comms_.end() || comms_.contains(s.comm))
-      return Status::failed_precondition(fmt::format(
-          "captured rank {} split communicator {} from {}: {}", options_.rank, s.comm, s.parent,
-          parent == comms_.end() ? "the parent was never declared" : "declared twice"));
+      return Status::failed_precondition(
+          fmt::format("{}: {}", where(),
+                      parent == comms_.end() ? "the parent was never declared" : "declared twice"));
     const std::vector<std::int32_t>& members = parent->second;
-    if (members.empty() || torch_split_color(members) != s.color) {
-      return Status::unimplemented(fmt::format(
-          "captured rank {} split communicator {} from {} with color {}: the capture of one rank "
-          "can answer only a split that keeps every rank of the parent (PyTorch's new_group over "
-          "all of them); a program with subgroups needs a capture of each role",
-          options_.rank, s.comm, s.parent, s.color));
-    }
     const auto position = std::find(members.begin(), members.end(), options_.rank);
-    comms_[s.comm] = members;
-    send(wire::CommInfo{s.comm, static_cast<std::int32_t>(position - members.begin()), members});
-    return Status::ok();
+    if (position == members.end()) {
+      return Status::unimplemented(fmt::format(
+          "{} with color {}: the parent's members are not known (declared by size and position "
+          "only, not the world's)",
+          where(), s.color));
+    }
+    std::vector<MeshGroup> groups =
+        mesh_groups_of(members, static_cast<int>(position - members.begin()));
+    for (MeshGroup& g : groups) {
+      if (torch_split_color(g.ranks) != s.color) continue;
+      const auto in_group = std::find(g.ranks.begin(), g.ranks.end(), options_.rank);
+      send(wire::CommInfo{s.comm, static_cast<std::int32_t>(in_group - g.ranks.begin()), g.ranks});
+      comms_[s.comm] = std::move(g.ranks);
+      return Status::ok();
+    }
+    return Status::unimplemented(fmt::format(
+        "{} with color {}: none of the {} groups of a mesh over the parent's {} ranks that hold "
+        "it (each stride t and size s with t * s dividing {}) has that color, as PyTorch's "
+        "new_group computes it; the capture of one rank answers only those",
+        where(), s.color, groups.size(), members.size(), members.size()));
   }
 
   std::string last_op_text() const {

@@ -1,5 +1,9 @@
 #include "runtime/split_color.h"
 
+#include <algorithm>
+
+#include "util/check.h"
+
 namespace prism::runtime {
 
 std::int32_t torch_split_color(std::span<const std::int32_t> ranks) {
@@ -20,6 +24,30 @@ std::int32_t torch_split_color(std::span<const std::int32_t> ranks) {
   // abs() of the signed hash, then modulo 2**31.
   const std::uint64_t magnitude = static_cast<std::int64_t>(acc) < 0 ? 0 - acc : acc;
   return static_cast<std::int32_t>(magnitude % (std::uint64_t{1} << 31));
+}
+
+std::vector<MeshGroup> mesh_groups_of(std::span<const std::int32_t> members, int position) {
+  const int n = static_cast<int>(members.size());
+  PRISM_CHECK(position >= 0 && position < n, "a mesh group of a rank outside the parent");
+  std::vector<MeshGroup> out;
+  out.push_back(MeshGroup{1, 1, {members[static_cast<std::size_t>(position)]}});
+  // A group of two or more ranks fixes its stride, size and base, so no two
+  // pairs (t, s) give one group; size 1 is the rank alone whatever t is.
+  for (int t = 1; t <= n / 2; ++t) {
+    if (n % t != 0) continue;
+    for (int s = 2; t * s <= n; ++s) {
+      const int block = t * s;
+      if (n % block != 0) continue;
+      const int base = position / block * block + position % t;
+      MeshGroup g{t, s, {}};
+      g.ranks.reserve(static_cast<std::size_t>(s));
+      for (int i = 0; i < s; ++i)
+        g.ranks.push_back(members[static_cast<std::size_t>(base + i * t)]);
+      std::sort(g.ranks.begin(), g.ranks.end());
+      out.push_back(std::move(g));
+    }
+  }
+  return out;
 }
 
 }  // namespace prism::runtime

@@ -31,8 +31,8 @@ std::string socket_path() {
 
 class Running {
  public:
-  explicit Running(std::chrono::milliseconds timeout = 5000ms)
-      : capture_(ProgramCaptureOptions{2, 8, "dp8", timeout}) {
+  explicit Running(std::chrono::milliseconds timeout = 5000ms, Rank rank = 2, int world = 8)
+      : capture_(ProgramCaptureOptions{rank, world, "dp8", timeout}) {
     Result<Address> a = capture_.listen(Address{Address::Kind::kUnix, socket_path(), "", 0});
     EXPECT_TRUE(a.is_ok()) << a.status().message();
     address = a.value();
@@ -96,46 +96,83 @@ TEST(ProgramCaptureTest, EveryOpCompletesWhenEnteredAndEverythingIsRecorded) {
 }
 
 // PyTorch's new_group over every rank splits the world with the color of
-// all its ranks: the capture answers with the world. Any other color would
-// need the virtual ranks' colors.
-TEST(ProgramCaptureTest, ASplitKeepingTheWorldIsAnsweredAndOthersEndTheCapture) {
+// all its ranks: the capture answers with the world.
+TEST(ProgramCaptureTest, ASplitKeepingTheWorldIsAnswered) {
   const std::vector<std::int32_t> world = {0, 1, 2, 3, 4, 5, 6, 7};
-  {
-    Running c;
-    std::unique_ptr<Connection> r = open_rank(c.address);
-    ASSERT_TRUE(r);
-    receive(*r);
-    ASSERT_TRUE(r->send(CommInit{0, 8, 2, 0, {}}).is_ok());
-    ASSERT_TRUE(r->send(CommSplit{0, 1, torch_split_color(world), 2}).is_ok());
-    const auto info = std::get<CommInfo>(receive(*r));
-    EXPECT_EQ(info.comm, 1u);
-    EXPECT_EQ(info.rank_in_comm, 2);
-    EXPECT_EQ(info.members, world);
-    ASSERT_TRUE(
-        r->send(wire::Op{0, 1, 1, OpCode::kAllReduce, DType::kFloat32, 64, 0, 0, 0, 10}).is_ok());
-    EXPECT_EQ(std::get<Complete>(receive(*r)).op_id, 0u);
-    ASSERT_TRUE(r->send(Bye{0, 20}).is_ok());
-    Result<RankCapture> out = c.result();
-    ASSERT_TRUE(out.is_ok()) << out.status().message();
-    const std::string json = format_capture_json(out.value());
-    EXPECT_THAT(json, HasSubstr("\"type\":\"comm_split\""));
-    EXPECT_THAT(json, HasSubstr("\"type\":\"comm_info\""));
-  }
-  {
-    Running c;
-    std::unique_ptr<Connection> r = open_rank(c.address);
-    ASSERT_TRUE(r);
-    receive(*r);
-    ASSERT_TRUE(r->send(CommInit{0, 8, 2, 0, {}}).is_ok());
-    ASSERT_TRUE(r->send(CommSplit{0, 1, 12345, 2}).is_ok());
-    EXPECT_EQ(std::get<Error>(receive(*r)).code, ErrorCode::kRejected);
-    Result<RankCapture> out = c.result();
-    ASSERT_FALSE(out.is_ok());
-    EXPECT_EQ(out.status().code(), StatusCode::kUnimplemented);
-    EXPECT_THAT(out.status().message(),
-                HasSubstr("captured rank 2 split communicator 1 from 0 with color 12345: the "
-                          "capture of one rank can answer only a split that keeps every rank"));
-  }
+  Running c;
+  std::unique_ptr<Connection> r = open_rank(c.address);
+  ASSERT_TRUE(r);
+  receive(*r);
+  ASSERT_TRUE(r->send(CommInit{0, 8, 2, 0, {}}).is_ok());
+  ASSERT_TRUE(r->send(CommSplit{0, 1, torch_split_color(world), 2}).is_ok());
+  const auto info = std::get<CommInfo>(receive(*r));
+  EXPECT_EQ(info.comm, 1u);
+  EXPECT_EQ(info.rank_in_comm, 2);
+  EXPECT_EQ(info.members, world);
+  ASSERT_TRUE(
+      r->send(wire::Op{0, 1, 1, OpCode::kAllReduce, DType::kFloat32, 64, 0, 0, 0, 10}).is_ok());
+  EXPECT_EQ(std::get<Complete>(receive(*r)).op_id, 0u);
+  ASSERT_TRUE(r->send(Bye{0, 20}).is_ok());
+  Result<RankCapture> out = c.result();
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  const std::string json = format_capture_json(out.value());
+  EXPECT_THAT(json, HasSubstr("\"type\":\"comm_split\""));
+  EXPECT_THAT(json, HasSubstr("\"type\":\"comm_info\""));
+}
+
+// Rank 5 of 1,024 (torch's init_device_mesh(("dp", "tp"), (128, 8))) splits
+// the world with `color`; the capture's answer, and how the capture ended.
+struct SplitOutcome {
+  Message answer;
+  Result<RankCapture> capture;
+};
+SplitOutcome split_rank5_of_1024(std::int32_t color) {
+  Running c(5000ms, 5, 1024);
+  std::unique_ptr<Connection> r = open_rank(c.address, 5, 1024);
+  if (!r) return {Error{}, Status::internal("no connection")};
+  receive(*r);
+  EXPECT_TRUE(r->send(CommInit{0, 1024, 5, 0, {}}).is_ok());
+  EXPECT_TRUE(r->send(CommSplit{0, 1, color, 5}).is_ok());
+  Message answer = receive(*r);
+  if (std::holds_alternative<CommInfo>(answer)) EXPECT_TRUE(r->send(Bye{0, 20}).is_ok());
+  return {answer, c.result()};
+}
+
+std::vector<std::int32_t> every(int step, int from, int to) {
+  std::vector<std::int32_t> v;
+  for (int r = from; r < to; r += step) v.push_back(r);
+  return v;
+}
+
+TEST(ProgramCaptureTest, ATensorParallelSplitIsAnsweredWithItsMeshGroup) {
+  const std::vector<std::int32_t> tp = every(1, 0, 8);
+  SplitOutcome out = split_rank5_of_1024(torch_split_color(tp));
+  ASSERT_TRUE(out.capture.is_ok()) << out.capture.status().message();
+  const auto& info = std::get<CommInfo>(out.answer);
+  EXPECT_EQ(info.comm, 1u);
+  EXPECT_EQ(info.rank_in_comm, 5);
+  EXPECT_EQ(info.members, tp);
+}
+
+TEST(ProgramCaptureTest, ADataParallelSplitIsAnsweredWithItsStridedGroup) {
+  const std::vector<std::int32_t> dp = every(8, 5, 1024);  // 5, 13, ..., 1021
+  ASSERT_EQ(dp.size(), 128u);
+  SplitOutcome out = split_rank5_of_1024(torch_split_color(dp));
+  ASSERT_TRUE(out.capture.is_ok()) << out.capture.status().message();
+  const auto& info = std::get<CommInfo>(out.answer);
+  EXPECT_EQ(info.rank_in_comm, 0);
+  EXPECT_EQ(info.members, dp);
+}
+
+// Any other color would need the virtual ranks' colors.
+TEST(ProgramCaptureTest, ASplitOfNoMeshGroupEndsTheCapture) {
+  SplitOutcome out = split_rank5_of_1024(12345);
+  EXPECT_EQ(std::get<Error>(out.answer).code, ErrorCode::kRejected);
+  ASSERT_FALSE(out.capture.is_ok());
+  EXPECT_EQ(out.capture.status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(out.capture.status().message(),
+              HasSubstr("captured rank 5 split communicator 1 from 0 with color 12345: none of "
+                        "the 56 groups of a mesh over the parent's 1024 ranks that hold it"));
 }
 
 TEST(ProgramCaptureTest, RejectsAnotherRankAndAnotherWorld) {

@@ -46,5 +46,18 @@ TEST(SplitColorTest, AgreesWithThePythonHere) {
     EXPECT_EQ(torch_split_color(groups[i]), got[i]) << "group " << i;
 }
 
+// The odd ranks of 16 as a parent of 8, rank 11 at position 5: a 2 x 4 or
+// 2 x 2 x 2 mesh over the parent has these groups holding it, mapped to the
+// parent's members.
+TEST(SplitColorTest, MeshGroupsAreEveryStrideAndSizeThatDivideTheParent) {
+  const std::vector<std::int32_t> odd = {1, 3, 5, 7, 9, 11, 13, 15};
+  std::vector<std::string> got;
+  for (const MeshGroup& g : mesh_groups_of(odd, 5))
+    got.push_back(fmt::format("t{} s{} {}", g.stride, g.size, fmt::join(g.ranks, ",")));
+  EXPECT_EQ(got, (std::vector<std::string>{"t1 s1 11", "t1 s2 9,11", "t1 s4 9,11,13,15",
+                                           "t1 s8 1,3,5,7,9,11,13,15", "t2 s2 11,15",
+                                           "t2 s4 3,7,11,15", "t4 s2 3,11"}));
+}
+
 }  // namespace
 }  // namespace prism::runtime
