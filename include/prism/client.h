@@ -150,6 +150,13 @@ PRISM_API prism_status prism_marker(prism_client* c, int code, int32_t value) PR
 PRISM_API prism_status prism_compute(prism_client* c, uint16_t stream, int64_t duration_ns,
                                      const char* name) PRISM_NOEXCEPT;
 
+/* The device memory, in bytes, NCCL would have allocated on this rank at
+ * full scale for op `ticket` (its communicator's init on first use, the
+ * buffers it connected first), as the coordinator said with the op's
+ * completion; given once, then 0. 0 for most ops, and when the completion
+ * has not come yet. The NCCL drop-in allocates it on the GPU. */
+PRISM_API int64_t prism_take_nccl_bytes(prism_client* c, uint64_t ticket) PRISM_NOEXCEPT;
+
 /* The rank's virtual time now, ns. */
 PRISM_API int64_t prism_now(const prism_client* c) PRISM_NOEXCEPT;
 

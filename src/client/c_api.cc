@@ -213,6 +213,10 @@ prism_status prism_compute(prism_client* c, uint16_t stream, int64_t duration_ns
   }
 }
 
+int64_t prism_take_nccl_bytes(prism_client* c, uint64_t ticket) noexcept {
+  return c != nullptr && c->client ? c->client->take_nccl_bytes(ticket) : 0;
+}
+
 int64_t prism_now(const prism_client* c) noexcept {
   return c != nullptr && c->client ? c->client->now() : 0;
 }

@@ -161,6 +161,7 @@ Result<wire::Message> Client::receive() {
                                        done->op_id)));
     }
     answers_[done->op_id] = done->at;
+    if (done->nccl_bytes > 0) nccl_[done->op_id] = done->nccl_bytes;
     ++answers_seen_;
   } else if (const auto* h = std::get_if<wire::Horizon>(&m.value())) {
     if (h->wait_id >= next_wait_) {
@@ -243,6 +244,14 @@ std::optional<Client::Answer> Client::earliest_answer() const {
     if (!best || at < best->at) best = Answer{at, ticket};
   }
   return best;
+}
+
+std::int64_t Client::take_nccl_bytes(std::uint64_t ticket) {
+  const auto it = nccl_.find(ticket);
+  if (it == nccl_.end()) return 0;
+  const std::int64_t bytes = it->second;
+  nccl_.erase(it);
+  return bytes;
 }
 
 Status Client::check_ticket(std::uint64_t ticket) {

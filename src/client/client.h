@@ -79,6 +79,9 @@ class Client {
                 std::uint16_t stream);
   Status marker(wire::MarkerCode code, std::int32_t value);
   Status compute(std::uint16_t stream, std::int64_t duration_ns, std::string name);
+  // The NCCL device bytes the coordinator sent with the completion of op
+  // `ticket` (wire::Complete), once; 0 when none (or not yet in).
+  std::int64_t take_nccl_bytes(std::uint64_t ticket);
   // Sends bye; the client is unusable afterwards.
   Status close(std::int32_t exit_code);
 
@@ -132,6 +135,7 @@ class Client {
   std::uint32_t next_wait_ = 0;
   std::uint32_t answers_seen_ = 0;                 // Complete messages received
   std::map<std::uint64_t, std::int64_t> answers_;  // ticket -> completion, until spent
+  std::map<std::uint64_t, std::int64_t> nccl_;     // ticket -> NCCL bytes, until taken
   std::set<std::uint64_t> outstanding_;            // tickets entered, not yet spent
   std::chrono::nanoseconds late_{0};
   bool keep_clock_ = false;                 // inside poll(): the clock runs on

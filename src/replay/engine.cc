@@ -388,6 +388,8 @@ void Engine::stream_progress(std::uint32_t s, std::uint16_t st) {
 void Engine::add_nccl(const Arrival& a, std::int64_t bytes) {
   const auto s = static_cast<std::uint32_t>(a.srank);
   if (bytes == 0) return;
+  if (sranks_[s].live && listener_ != nullptr)
+    listener_->nccl_allocated(sranks_[s].rank, a.op, bytes);
   if (!models_.memory->add_external(static_cast<int>(s), Bytes{bytes}, now_))
     out_of_memory(s, a.stream, a.op, true, Bytes{bytes});
   sample_memory(s);

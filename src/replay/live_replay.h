@@ -32,6 +32,10 @@ class LiveListener {
   virtual ~LiveListener() = default;
   // Op `op` (an index into the rank's role) of live rank `rank` completed at `at`.
   virtual void completed(Rank rank, std::int32_t op, SimTime at) = 0;
+  // NCCL allocated `bytes` of device memory on live rank `rank` as op `op`
+  // started (its communicator's init, buffers it connected first;
+  // replay/nccl_memory.h). Heard before that op's completion.
+  virtual void nccl_allocated(Rank /*rank*/, std::int32_t /*op*/, std::int64_t /*bytes*/) {}
   // Events at or after this time wait for the live ranks (SimTime::never():
   // nothing to wait for).
   virtual SimTime horizon() const = 0;

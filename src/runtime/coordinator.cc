@@ -291,9 +291,20 @@ void Coordinator::Impl::completed(Rank rank, std::int32_t op, SimTime at) {
   s.op_id_of.erase(op);
   s.answered[op_id] = at;
   s.answers.push_back(at);
-  send(s, wire::Complete{op_id, at.ns});
+  std::int64_t nccl = 0;
+  if (const auto it = s.nccl_pending.find(op); it != s.nccl_pending.end()) {
+    nccl = it->second;
+    s.nccl_pending.erase(it);
+  }
+  s.nccl_bytes = saturating_add(s.nccl_bytes, nccl);
+  send(s, wire::Complete{op_id, at.ns, nccl});
   if (s.wait.active && !s.wait.woken && (s.wait.op_id == wire::kAnyOp || s.wait.op_id == op_id))
     wake(s, at, true);
+}
+
+void Coordinator::Impl::nccl_allocated(Rank rank, std::int32_t op, std::int64_t bytes) {
+  std::int64_t& pending = live_rank(rank).nccl_pending[op];
+  pending = saturating_add(pending, bytes);
 }
 
 // Runs the replay as far as the live ranks allow, then tells each rank whose

@@ -62,6 +62,9 @@ struct LiveRankReport {
   std::int64_t graph_bytes = 0;
   std::int64_t waits = 0;  // waits sent
   Bytes peak_allocated;    // from its memory events
+  // The device memory NCCL allocates on it at full scale (the NCCL memory
+  // model; sent with the completions for the NCCL drop-in to allocate).
+  Bytes nccl;
 };
 
 // A compute interval a live rank reported (wire::Compute): the trace's type.

@@ -57,6 +57,8 @@ struct LiveRank {
   std::int64_t bytes = 0;  // of the ops entered
   std::map<std::uint64_t, std::int64_t> allocations;
   std::int64_t allocated = 0, peak_allocated = 0;
+  std::unordered_map<std::int32_t, std::int64_t> nccl_pending;  // graph op -> NCCL bytes to send
+  std::int64_t nccl_bytes = 0;                                  // NCCL bytes sent
   RankCapture capture;
   bool mismatched = false;  // its last op was not the graph's
 };
@@ -79,6 +81,7 @@ class Coordinator::Impl : public LivePolicy, public LiveListener {
   void finishing() override;
   // LiveListener
   void completed(Rank rank, std::int32_t op, SimTime at) override;
+  void nccl_allocated(Rank rank, std::int32_t op, std::int64_t bytes) override;
   SimTime horizon() const override;
 
  private:

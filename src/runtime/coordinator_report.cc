@@ -143,6 +143,7 @@ LiveRankReport Coordinator::Impl::report_of(const LiveRank& s) const {
   }
   r.waits = s.waits;
   r.peak_allocated = Bytes{s.peak_allocated};
+  r.nccl = Bytes{s.nccl_bytes};
   return r;
 }
 

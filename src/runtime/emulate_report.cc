@@ -93,6 +93,7 @@ std::string format_emulate_json(const EmulateSummary& s) {
     e["graph_bytes"] = r.graph_bytes;
     e["waits"] = r.waits;
     e["peak_allocated_bytes"] = r.peak_allocated.count;
+    e["nccl_device_bytes"] = r.nccl.count;
     e["pid"] = r.pid;
     e["exit_code"] = r.exit_code;
     j["real_ranks"].push_back(std::move(e));

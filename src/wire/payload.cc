@@ -159,7 +159,7 @@ void write(Writer& w, const Welcome& m) {
   w.put_string(m.job);
 }
 void write(Writer& w, const Complete& m) {
-  w.put(m.op_id), w.put(m.at);
+  w.put(m.op_id), w.put(m.at), w.put(m.nccl_bytes);
 }
 void write(Writer& w, const Error& m) {
   w.put(static_cast<std::uint32_t>(m.code));
@@ -321,6 +321,8 @@ Complete read_complete(Reader& r) {
   m.op_id = r.get<std::uint32_t>("op_id");
   m.at = r.get<std::int64_t>("at");
   r.non_negative(m.at, "at");
+  m.nccl_bytes = r.get<std::int64_t>("nccl_bytes");
+  r.non_negative(m.nccl_bytes, "nccl_bytes");
   return m;
 }
 

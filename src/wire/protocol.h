@@ -34,7 +34,7 @@
 namespace prism::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4d535250;  // "PRSM" on the wire
-inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kHeaderSize = 16;
 inline constexpr std::uint32_t kMaxPayload = 1 << 20;
 inline constexpr std::uint32_t kMaxString = 4096;
@@ -187,10 +187,15 @@ struct Welcome {
   std::string job;
 };
 
-// Op `op_id` completes at virtual time `at`.
+// Op `op_id` completes at virtual time `at`. `nccl_bytes`: the device
+// memory NCCL would have allocated on this rank for the op at full scale
+// (its communicator's init on first use, buffers of an algorithm or peer
+// connected first by it; replay/nccl_memory.h), which the NCCL drop-in then
+// allocates on the real GPU. Zero for most ops.
 struct Complete {
   std::uint32_t op_id = 0;
   std::int64_t at = 0;
+  std::int64_t nccl_bytes = 0;
 };
 
 enum class ErrorCode : std::uint32_t {

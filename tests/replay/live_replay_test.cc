@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "replay/nccl_memory.h"
 #include "test_graphs.h"
 
 namespace prism {
@@ -18,7 +19,16 @@ class Listener : public LiveListener {
     done.push_back({rank, op, at});
   }
   SimTime horizon() const override { return h; }
+  void nccl_allocated(Rank rank, std::int32_t op, std::int64_t bytes) override {
+    nccl.push_back({rank, op, bytes});
+  }
 
+  struct Nccl {
+    Rank rank;
+    std::int32_t op;
+    std::int64_t bytes;
+  };
+  std::vector<Nccl> nccl;
   struct Done {
     Rank rank;
     std::int32_t op;
@@ -48,14 +58,15 @@ struct Job {
 };
 
 struct Live {
-  explicit Live(const ExecutionGraph& g, std::vector<Rank> live, bool fold = true)
+  explicit Live(const ExecutionGraph& g, std::vector<Rank> live, bool fold = true,
+                NcclMemory* nccl = nullptr)
       : network(unit_network()), memory(DeviceMemoryOptions{}) {
     ReplayOptions o;
     o.fold = fold;
     o.live_ranks = live;
     o.trace_ranks = live;
-    replay =
-        std::make_unique<LiveReplay>(g, o, ReplayModels{&network, &compute, &memory}, &listener);
+    replay = std::make_unique<LiveReplay>(g, o, ReplayModels{&network, &compute, &memory, nccl},
+                                          &listener);
   }
   AlphaBetaModel network;
   RooflineModel compute;
@@ -150,6 +161,40 @@ TEST(LiveReplayTest, FoldedAndUnfoldedAgreeAroundALiveRank) {
   EXPECT_LT(results[1].simulated_ranks, 8);
   EXPECT_EQ(results[1].makespan, results[0].makespan);
   EXPECT_EQ(results[1].roles[0].max.finish, results[0].roles[0].max.finish);
+}
+
+// What NCCL allocates on a live rank (replay/nccl_memory.h) is heard with the
+// op that made it: the first all-reduce brings the communicator's init and
+// its connection, the second, connected already, nothing.
+TEST(LiveReplayTest, LiveRankHearsTheNcclMemoryOfItsOps) {
+  Job job;
+  ClusterSpec c = *cluster_preset("dgx-h100");
+  ASSERT_TRUE(size_cluster(&c, 0, 1).is_ok());
+  const NcclTuner tuner(c);
+  NcclMemory nccl(tuner), alone(tuner);
+  alone.reset(1);
+  const std::vector<std::int32_t> members = {0, 1, 2, 3};
+  Transfer t;
+  t.kind = Transfer::Kind::kCollective;
+  t.collective = CollectiveKind::kAllReduce;
+  t.bytes = Bytes{1000};
+  t.ranks = members;
+  t.num_nodes = 1;
+  t.max_ranks_per_node = 4;
+  const std::int64_t want = alone.on_transfer(0, 0, t);
+  ASSERT_GT(want, 0);
+
+  Live live(job.g, {0}, true, &nccl);
+  live.replay->enter(0, job.first, SimTime{100});
+  live.listener.h = SimTime::never();
+  ASSERT_TRUE(live.replay->advance().is_ok());
+  live.replay->enter(0, job.second, live.listener.done.back().at + SimTime{50});
+  ASSERT_TRUE(live.replay->advance().is_ok());
+  ASSERT_EQ(live.listener.done.size(), 2u);
+  ASSERT_EQ(live.listener.nccl.size(), 1u);  // the virtual ranks' are not heard
+  EXPECT_EQ(live.listener.nccl[0].rank, 0);
+  EXPECT_EQ(live.listener.nccl[0].op, job.first);
+  EXPECT_EQ(live.listener.nccl[0].bytes, want);
 }
 
 TEST(LiveReplayTest, LiveRankThatNeverEntersLeavesPeersBlocked) {

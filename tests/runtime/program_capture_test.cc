@@ -134,7 +134,9 @@ SplitOutcome split_rank5_of_1024(std::int32_t color) {
   EXPECT_TRUE(r->send(CommInit{0, 1024, 5, 0, {}}).is_ok());
   EXPECT_TRUE(r->send(CommSplit{0, 1, color, 5}).is_ok());
   Message answer = receive(*r);
-  if (std::holds_alternative<CommInfo>(answer)) EXPECT_TRUE(r->send(Bye{0, 20}).is_ok());
+  if (std::holds_alternative<CommInfo>(answer)) {
+    EXPECT_TRUE(r->send(Bye{0, 20}).is_ok());
+  }
   return {answer, c.result()};
 }
 

@@ -98,7 +98,9 @@ void FakeCoordinator::op(wire::PeerId peer, const wire::Op& op) {
   }
   if (options_.hold_answers) return;
   if (options_.real_delay.count() > 0) std::this_thread::sleep_for(options_.real_delay);
-  pending_.push_back(wire::Complete{op.op_id, op.at + options_.complete_after_ns});
+  const auto nccl = options_.nccl_bytes.find(op.op_id);
+  pending_.push_back(wire::Complete{op.op_id, op.at + options_.complete_after_ns,
+                                    nccl != options_.nccl_bytes.end() ? nccl->second : 0});
   if (!options_.answer_when_due) answer(peer, pending_.size() - 1);
 }
 

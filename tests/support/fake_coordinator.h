@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -56,6 +57,8 @@ struct FakeCoordinatorOptions {
     std::vector<std::int32_t> members;
   };
   std::optional<Group> split;
+  // NCCL device bytes sent with the completion of op N (wire::Complete).
+  std::map<std::uint32_t, std::int64_t> nccl_bytes;
 };
 
 class FakeCoordinator : private wire::ServerHandler {

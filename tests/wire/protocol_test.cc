@@ -29,7 +29,7 @@ std::vector<Message> every_message() {
       Wait{3, 12, 40, 130'000'000, 150'000'000},
       Wait{4, kAnyOp, 41, 150'000'000, kNoLimit},
       Welcome{3, 8192, 0, "llama3-8b-h100-64"},
-      Complete{12, 130'000'000},
+      Complete{12, 130'000'000, 6 << 20},
       Error{ErrorCode::kMismatch, "rank 3 op 12: the graph has all_gather of 4 MiB here"},
       Horizon{3, 150'000'000},
       CommSplit{7, 9, 2003953581, 3},
@@ -76,12 +76,12 @@ TEST(ProtocolTest, EveryMessageRoundTrips) {
 
 TEST(ProtocolTest, HeaderLayoutIsFixed) {
   const std::string f = encode(Complete{1, 2}, 5);
-  ASSERT_EQ(f.size(), kHeaderSize + 12);
+  ASSERT_EQ(f.size(), kHeaderSize + 20);
   EXPECT_EQ(f.substr(0, 4), "PRSM");
-  EXPECT_EQ(f[4], 1);    // version, little-endian
+  EXPECT_EQ(f[4], 2);    // version, little-endian
   EXPECT_EQ(f[6], 65);   // type: complete
   EXPECT_EQ(f[8], 5);    // seq
-  EXPECT_EQ(f[12], 12);  // payload length
+  EXPECT_EQ(f[12], 20);  // payload length: op_id, at, nccl_bytes
 }
 
 TEST(ProtocolTest, FramesSplitAtAnyByteDecodeTheSame) {
@@ -151,8 +151,8 @@ TEST(ProtocolTest, RejectsGarbage) {
 }
 
 TEST(ProtocolTest, RejectsAnotherVersion) {
-  EXPECT_EQ(rejection(frame(1, 0, payload_of(Hello{0, 1, 0, 1, "x"}), kMagic, 2)),
-            "frame 0: protocol version 2, this side speaks 1");
+  EXPECT_EQ(rejection(frame(1, 0, payload_of(Hello{0, 1, 0, 1, "x"}), kMagic, 1)),
+            "frame 0: protocol version 1, this side speaks 2");
 }
 
 TEST(ProtocolTest, RejectsUnknownType) {

@@ -65,6 +65,7 @@ ncclResult_t init(const char* fn, ncclComm_t* out, int nranks, int rank, std::ui
 void release(ncclComm* comm) {
   Shim& shim = Shim::get();
   shim.remove_comm(comm);
+  shim.release_nccl_memory(comm->handle);
   std::lock_guard lock(shim.state_mu());
   for (Registration* r : comm->registrations) delete r;
   for (ncclWindow_t w : comm->windows) delete w;

@@ -65,6 +65,8 @@ class CudaDevice final : public Device {
   }
   ncclResult_t mem_alloc(const char* fn, void** ptr, std::size_t bytes, bool* on_device) override;
   ncclResult_t mem_free(const char* fn, void* ptr, bool on_device) override;
+  ncclResult_t nccl_reserve(const char* fn, std::int64_t bytes, void** ptr) override;
+  void nccl_release(void* ptr) override;
   void stop() override;
 
  private:
@@ -329,6 +331,7 @@ void CudaDevice::enter(Hold& h, prism_client* c) {
       give_up(code, last_error());
       return;
     }
+    Shim::get().entered(ticket, op.comm);
     h.tickets.push_back(ticket);
   }
   h.entered = true;
@@ -348,6 +351,10 @@ void CudaDevice::collect(prism_client* c) {
       return;
     }
     if (ticket == PRISM_NO_TICKET) return;  // nothing more has completed by now
+    // NCCL's memory for the op, allocated before the stream goes on (a
+    // failure is its communicator's asynchronous error; an abandoned
+    // communicator's is dropped).
+    Shim::get().completed(kProgress, ticket);
     if (orphans_.erase(ticket) != 0) continue;
     bool ours = false;
     for (Hold* h : snapshot_) {
@@ -436,6 +443,26 @@ ncclResult_t CudaDevice::mem_free(const char* fn, void* ptr, bool on_device) {
   }
   const CUresult r = d_.mem_free(reinterpret_cast<CUdeviceptr>(ptr));
   return r == CUDA_SUCCESS ? ncclSuccess : cuda_fail(fn, "cuMemFree", r);
+}
+
+ncclResult_t CudaDevice::nccl_reserve(const char* fn, std::int64_t bytes, void** ptr) {
+  *ptr = nullptr;
+  CUcontext ctx = nullptr;
+  if (bytes <= 0 || d_.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return ncclSuccess;
+  CUdeviceptr p = 0;
+  const CUresult r = d_.mem_alloc(&p, static_cast<std::size_t>(bytes));
+  if (r != CUDA_SUCCESS) {
+    return failf(ncclUnhandledCudaError, fn,
+                 "cuMemAlloc of {} bytes, the device memory NCCL allocates here at full scale "
+                 "(docs/nccl-shim.md, \"Memory\"): {}",
+                 bytes, d_.describe(r));
+  }
+  *ptr = reinterpret_cast<void*>(p);
+  return ncclSuccess;
+}
+
+void CudaDevice::nccl_release(void* ptr) {
+  if (ptr != nullptr) d_.mem_free(reinterpret_cast<CUdeviceptr>(ptr));
 }
 
 // PRISM_NCCL_POLL_US: 1..100000 microseconds; anything else is said once on

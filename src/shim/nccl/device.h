@@ -55,6 +55,13 @@ class Device {
                                  bool* on_device) = 0;
   virtual ncclResult_t mem_free(const char* fn, void* ptr, bool on_device) = 0;
 
+  // NCCL's own device memory at full scale (wire::Complete's nccl_bytes):
+  // `bytes` of device memory in the calling thread's context, *ptr null
+  // where there is no context (the host device: nothing is allocated). A
+  // failed allocation (out of memory) is an error, as it is for NCCL.
+  virtual ncclResult_t nccl_reserve(const char* fn, std::int64_t bytes, void** ptr) = 0;
+  virtual void nccl_release(void* ptr) = 0;
+
   // Ends background work, at exit before the goodbye.
   virtual void stop() = 0;
 };

@@ -217,4 +217,56 @@ bool Shim::forget_alloc(void* p, std::size_t* bytes, bool* on_device) {
   return true;
 }
 
+void Shim::entered(std::uint64_t ticket, std::uint32_t comm) {
+  op_comm_[ticket] = comm;
+}
+
+ncclResult_t Shim::completed(const char* fn, std::uint64_t ticket) {
+  const auto it = op_comm_.find(ticket);
+  if (it == op_comm_.end()) return ncclSuccess;
+  const std::uint32_t comm = it->second;
+  op_comm_.erase(it);
+  const std::int64_t bytes = client_ != nullptr ? prism_take_nccl_bytes(client_, ticket) : 0;
+  if (bytes <= 0) return ncclSuccess;
+  {
+    std::lock_guard lock(state_mu_);
+    if (!comms_.contains(comm)) return ncclSuccess;  // destroyed meanwhile: NCCL freed it
+    nccl_[comm].planned += bytes;
+  }
+  void* p = nullptr;
+  const ncclResult_t r = device_->nccl_reserve(fn, bytes, &p);
+  if (r != ncclSuccess) {
+    set_async_error(comm, r, last_error());
+    return r;
+  }
+  std::lock_guard lock(state_mu_);
+  if (p != nullptr) {
+    NcclReserve& n = nccl_[comm];
+    n.allocated += bytes;
+    n.blocks.push_back(p);
+  }
+  return ncclSuccess;
+}
+
+void Shim::release_nccl_memory(std::uint32_t comm) {
+  NcclReserve n;
+  {
+    std::lock_guard lock(state_mu_);
+    const auto it = nccl_.find(comm);
+    if (it == nccl_.end()) return;
+    n = std::move(it->second);
+    nccl_.erase(it);
+  }
+  for (void* p : n.blocks) device_->nccl_release(p);
+}
+
+void Shim::nccl_memory(std::int64_t* planned, std::int64_t* allocated) {
+  std::lock_guard lock(state_mu_);
+  *planned = *allocated = 0;
+  for (const auto& [comm, n] : nccl_) {
+    *planned += n.planned;
+    *allocated += n.allocated;
+  }
+}
+
 }  // namespace prism::nccl

@@ -77,6 +77,19 @@ class Shim {
   void remember_alloc(void* p, std::size_t bytes, bool on_device);
   bool forget_alloc(void* p, std::size_t* bytes, bool* on_device);
 
+  // NCCL's device memory at full scale. entered: op `ticket` belongs to
+  // communicator `comm`; completed: the op completed, so its NCCL bytes (if
+  // the coordinator sent any) are reserved on the device for `comm`. Both
+  // with client_mu() held; completed's error is the communicator's
+  // (an allocation that failed).
+  void entered(std::uint64_t ticket, std::uint32_t comm);
+  ncclResult_t completed(const char* fn, std::uint64_t ticket);
+  // ncclCommDestroy/Abort: NCCL frees the communicator's memory.
+  void release_nccl_memory(std::uint32_t comm);
+  // Bytes the coordinator said NCCL holds now (live communicators), and of
+  // them the bytes allocated on the device.
+  void nccl_memory(std::int64_t* planned, std::int64_t* allocated);
+
   Device& device() { return *device_; }
 
  private:
@@ -96,6 +109,12 @@ class Shim {
   std::vector<std::pair<cudaStream_t, std::uint16_t>> streams_;
   std::uint16_t next_stream_ = 1;
   std::unordered_map<void*, std::pair<std::size_t, bool>> allocs_;
+  std::unordered_map<std::uint64_t, std::uint32_t> op_comm_;  // ticket -> comm (client_mu_)
+  struct NcclReserve {
+    std::int64_t planned = 0, allocated = 0;
+    std::vector<void*> blocks;
+  };
+  std::unordered_map<std::uint32_t, NcclReserve> nccl_;  // per communicator (state_mu_)
   std::string broken_;
 
   std::unique_ptr<Device> device_;

@@ -35,19 +35,26 @@ ncclResult_t enter(const char* fn, Shim& shim, const prism_op& op, std::uint64_t
   prism_client* c = shim.connected();
   if (c == nullptr) return fail(ncclInvalidUsage, fn, "the coordinator's client was closed (exit)");
   const prism_status s = prism_enter(c, &op, ticket);
-  return s == PRISM_OK ? ncclSuccess : shim.client_error(fn, s);
+  if (s != PRISM_OK) return shim.client_error(fn, s);
+  shim.entered(*ticket, op.comm);
+  return ncclSuccess;
 }
 
 // Waits for each ticket. Call with the client lock held.
 ncclResult_t wait_all(const char* fn, Shim& shim, const std::vector<std::uint64_t>& tickets) {
+  ncclResult_t result = ncclSuccess;
   for (const std::uint64_t ticket : tickets) {
-    if (shim.take_spent(ticket)) continue;  // completed by now, seen by the GPU path
-    prism_client* c = shim.connected();
-    const prism_status s = c != nullptr ? prism_wait(c, ticket) : PRISM_ERR_PROTOCOL;
-    // A failure breaks the client: the other ops cannot complete either.
-    if (s != PRISM_OK) return shim.client_error(fn, s);
+    if (!shim.take_spent(ticket)) {  // else completed by now, seen by the GPU path
+      prism_client* c = shim.connected();
+      const prism_status s = c != nullptr ? prism_wait(c, ticket) : PRISM_ERR_PROTOCOL;
+      // A failure breaks the client: the other ops cannot complete either.
+      if (s != PRISM_OK) return shim.client_error(fn, s);
+    }
+    // NCCL's memory for the op (an allocation that failed fails the call).
+    const ncclResult_t r = shim.completed(fn, ticket);
+    if (result == ncclSuccess) result = r;
   }
-  return ncclSuccess;
+  return result;
 }
 
 // Host path for ops[0..n): enters them all, waits for each, then copies.

@@ -214,7 +214,8 @@ int run_mismatch(void) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: nccl_program offline|functional|abort|emulate|mismatch|split|data\n");
+    fprintf(stderr,
+            "usage: nccl_program offline|functional|abort|emulate|mismatch|split|data|footprint\n");
     return 2;
   }
   if (strcmp(argv[1], "offline") == 0) return run_offline();
@@ -224,6 +225,7 @@ int main(int argc, char** argv) {
   if (strcmp(argv[1], "mismatch") == 0) return run_mismatch();
   if (strcmp(argv[1], "split") == 0) return run_split();
   if (strcmp(argv[1], "data") == 0) return run_data();
+  if (strcmp(argv[1], "footprint") == 0) return run_footprint();
   fprintf(stderr, "nccl_program: unknown mode '%s'\n", argv[1]);
   return 2;
 }

@@ -44,5 +44,6 @@ int run_mismatch(void);
 ncclResult_t prismNcclMarker(int code, int value);
 int run_split(void);
 int run_data(void);
+int run_footprint(void);
 
 #endif /* PRISM_TESTS_NCCL_PROGRAM_H_ */

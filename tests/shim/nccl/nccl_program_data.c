@@ -67,3 +67,41 @@ int run_data(void) {
   printf("data ok\n");
   return 0;
 }
+
+/* Not NCCL's: NCCL's memory at full scale (src/shim/nccl/api_prism.cc). */
+ncclResult_t prismNcclFootprint(int64_t* planned, int64_t* allocated);
+
+/* "footprint": the fake coordinator sends NCCL bytes with the completions
+ * of ops 0 (3 MiB) and 2 (1 MiB) on communicator 0 and of op 3 on
+ * communicator 1 (5 MiB); the drop-in keeps them per communicator until it
+ * is destroyed. On the host path (no CUDA) nothing is allocated. */
+int run_footprint(void) {
+  ncclUniqueId id, id2;
+  ncclComm_t world = NULL, other = NULL;
+  static float x[16];
+  int64_t planned = -1, allocated = -1;
+  OK(prismNcclFootprint(&planned, &allocated));
+  EXPECT(planned == 0 && allocated == 0);
+  OK(ncclGetUniqueId(&id));
+  OK(ncclCommInitRank(&world, 4, id, 1));
+  OK(ncclGetUniqueId(&id2));
+  OK(ncclCommInitRank(&other, 4, id2, 1));
+  OK(ncclAllReduce(x, x, 16, ncclFloat32, ncclSum, world, NULL)); /* op 0 */
+  OK(prismNcclFootprint(&planned, &allocated));
+  EXPECT(planned == 3 << 20 && allocated == 0);
+  OK(ncclAllReduce(x, x, 16, ncclFloat32, ncclSum, world, NULL)); /* op 1: connected already */
+  OK(ncclGroupStart());
+  OK(ncclAllGather(x, x, 4, ncclFloat32, world, NULL)); /* op 2 */
+  OK(ncclAllGather(x, x, 4, ncclFloat32, other, NULL)); /* op 3 */
+  OK(ncclGroupEnd());
+  OK(prismNcclFootprint(&planned, NULL));
+  EXPECT(planned == (9 << 20));
+  OK(ncclCommDestroy(world)); /* NCCL frees the communicator's memory */
+  OK(prismNcclFootprint(&planned, &allocated));
+  EXPECT(planned == 5 << 20 && allocated == 0);
+  OK(ncclCommDestroy(other));
+  OK(prismNcclFootprint(&planned, NULL));
+  EXPECT(planned == 0);
+  printf("footprint ok\n");
+  return 0;
+}

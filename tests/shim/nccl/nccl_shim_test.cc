@@ -168,6 +168,16 @@ TEST(NcclShimTest, ReceiveBuffersGetThisRanksOwnBytes) {
   EXPECT_EQ(f.seen_of<wire::Op>().size(), 11u);  // the send and recv too
 }
 
+TEST(NcclShimTest, NcclMemoryAtFullScaleIsKeptPerCommunicator) {
+  // The program checks prismNcclFootprint after each step (nccl_program_data.c).
+  FakeCoordinatorOptions o = fake();
+  o.nccl_bytes = {{0, 3 << 20}, {2, 1 << 20}, {3, 5 << 20}};
+  FakeCoordinator f(o);
+  Program p("footprint", env_for(f));
+  ASSERT_EQ(p.wait(), 0) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("footprint ok"));
+}
+
 TEST(NcclShimTest, AnAbortedEmulationFailsTheOpAndEveryCommunicator) {
   FakeCoordinator f(fake(/*abort=*/true));
   Program p("abort", env_for(f));
