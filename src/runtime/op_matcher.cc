@@ -85,6 +85,7 @@ Result<OpMatcher::Split> OpMatcher::split(const wire::CommSplit& s) {
   const SlotResolver res = g_.resolver();
   std::vector<Rank> members;
   int chosen = kNone;
+  int lowest = kNone;  // the first whose lowest rank is the color, as split_group's
   for (const auto& [slot, queue] : collectives_) {
     if (slot_taken_.contains(slot)) continue;
     res.members(slot, rank_, &members);
@@ -93,9 +94,13 @@ Result<OpMatcher::Split> OpMatcher::split(const wire::CommSplit& s) {
     if (chosen == kNone) chosen = slot;  // the order rule, unless a color names one
     if (torch_split_color(members) == s.color) {
       chosen = slot;
+      lowest = kNone;
       break;
     }
+    if (lowest == kNone && torch_split_group_color(members, parent->second.members) == s.color)
+      lowest = slot;
   }
+  if (lowest != kNone) chosen = lowest;
   if (chosen == kNone) {
     return Status::invalid_argument(
         fmt::format("{}: the graph has no communicator left within the parent's {} ranks", where(),

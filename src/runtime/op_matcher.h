@@ -10,8 +10,9 @@
 //   slot's group carries only sends and receives;
 // - a communicator split from another (ncclCommSplit) is a group slot whose
 //   group lies within the parent's members: the one whose PyTorch split
-//   color (runtime/split_color.h) is the split's color, else the first such
-//   slot not bound yet, in the graph's slot order;
+//   color (runtime/split_color.h) is the split's color, else the first whose
+//   lowest position in the parent is (split_group's color), else the first
+//   such slot not bound yet, in the graph's slot order;
 // - a collective is the rank's next collective on that slot, in issue order;
 // - a send or receive is the rank's next one to or from that global peer with
 //   that tag, in issue order.

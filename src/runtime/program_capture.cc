@@ -4,12 +4,14 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "runtime/live_session.h"
 #include "runtime/split_color.h"
+#include "util/check.h"
 
 namespace prism::runtime {
 namespace {
@@ -152,8 +154,10 @@ class ProgramCapture::Impl : public LivePolicy {
 
   // With every other rank virtual, the colors the others pass are unknown:
   // the group is found among those a device mesh or Megatron's layout makes
-  // over the parent (runtime/split_color.h), by the color PyTorch's
-  // new_group passes for it.
+  // over the parent, by the color new_group passes for it, else among the
+  // job's grid groups left, by the color split_group passes
+  // (runtime/split_color.h). Each dimension is split once, in mesh order, so
+  // the first grid group left with that color is taken.
   Status split(const wire::CommSplit& s) {
     const auto where = [&] {
       return fmt::format("captured rank {} split communicator {} from {}", options_.rank, s.comm,
@@ -172,20 +176,33 @@ class ProgramCapture::Impl : public LivePolicy {
           "only, not the world's)",
           where(), s.color));
     }
-    std::vector<MeshGroup> groups =
+    const std::vector<MeshGroup> groups =
         mesh_groups_of(members, static_cast<int>(position - members.begin()));
-    for (MeshGroup& g : groups) {
-      if (torch_split_color(g.ranks) != s.color) continue;
-      const auto in_group = std::find(g.ranks.begin(), g.ranks.end(), options_.rank);
-      send(wire::CommInfo{s.comm, static_cast<std::int32_t>(in_group - g.ranks.begin()), g.ranks});
-      comms_[s.comm] = std::move(g.ranks);
-      return Status::ok();
+    for (const MeshGroup& g : groups) {
+      if (torch_split_color(g.ranks) == s.color) return answer(s.comm, g.ranks);
+    }
+    for (const std::vector<std::int32_t>& g : options_.grid_groups) {
+      if (!answered_.contains(g) && torch_split_group_color(g, members) == s.color)
+        return answer(s.comm, g);
     }
     return Status::unimplemented(fmt::format(
         "{} with color {}: none of the {} groups of a mesh over the parent's {} ranks that hold "
-        "it (each stride t and size s with t * s dividing {}) has that color, as PyTorch's "
-        "new_group computes it; the capture of one rank answers only those",
-        where(), s.color, groups.size(), members.size(), members.size()));
+        "it (each stride t and size s with t * s dividing {}) has that color as PyTorch's "
+        "new_group computes it, and none of the job's {} grid groups of the rank left has it as "
+        "its lowest rank in the parent (split_group's color); the capture of one rank answers "
+        "only those",
+        where(), s.color, groups.size(), members.size(), members.size(),
+        options_.grid_groups.size()));
+  }
+
+  // `group` (ascending) answers the split that makes communicator `comm`.
+  Status answer(std::uint32_t comm, const std::vector<std::int32_t>& group) {
+    const auto in_group = std::find(group.begin(), group.end(), options_.rank);
+    PRISM_CHECK(in_group != group.end(), "a split's group without the captured rank");
+    send(wire::CommInfo{comm, static_cast<std::int32_t>(in_group - group.begin()), group});
+    comms_[comm] = group;
+    answered_.insert(group);
+    return Status::ok();
   }
 
   std::string last_op_text() const {
@@ -196,6 +213,7 @@ class ProgramCapture::Impl : public LivePolicy {
   LiveSession live_;
   RankCapture capture_;
   std::map<std::uint32_t, std::vector<std::int32_t>> comms_;  // handle -> members, if known
+  std::set<std::vector<std::int32_t>> answered_;              // the groups splits made
   std::int64_t last_at_ = 0;
   std::int64_t ops_ = 0;
   std::string last_op_;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "graph/layout.h"
 #include "slicing/capture_file.h"
@@ -33,6 +34,11 @@ struct ProgramCaptureOptions {
   std::string job;
   // Not connected this long after the start, or silent this long, fails.
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  // The captured rank's groups in the job's grid, one per dimension of more
+  // than one rank, outermost first (as init_device_mesh names a job's mesh):
+  // what a split by split_group's color, the lowest rank, is resolved
+  // against (runtime/split_color.h). Empty: such splits are refused.
+  std::vector<std::vector<std::int32_t>> grid_groups;
 };
 
 class ProgramCapture {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "runtime/program_capture.h"
+#include "runtime/split_color.h"
 #include "slicing/capture_graph.h"
 #include "util/check.h"
 #include "util/file.h"
@@ -21,10 +22,11 @@ namespace {
 
 // One capture: the program runs as `rank`; what it did, or why not.
 // `stop` ends it early (a capture beside it failed); `stopped` then says so.
-Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& run, Rank rank,
-                                 const std::atomic<bool>& stop, bool& stopped) {
-  ProgramCapture capture(
-      ProgramCaptureOptions{rank, p.job.num_gpus, p.job.name, run.env.timeout()});
+Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& run,
+                                 const Layout& layout, Rank rank, const std::atomic<bool>& stop,
+                                 bool& stopped) {
+  ProgramCapture capture(ProgramCaptureOptions{rank, p.job.num_gpus, p.job.name, run.env.timeout(),
+                                               grid_groups_of(layout, rank)});
   PRISM_ASSIGN_OR_RETURN(
       const wire::Address bound,
       capture.listen(wire::Address{wire::Address::Kind::kUnix,
@@ -70,7 +72,8 @@ Result<RankProgram> capture_role(const PreparedJob& p, const SliceCaptureRun& ru
              "prism emulate: capturing role {} of {} ({}, {} ranks): rank {} runs with virtual "
              "peers that answer at once\n",
              ri + 1, roles.names.size(), roles.names[ri], roles.ranks[ri].size(), rank);
-  PRISM_ASSIGN_OR_RETURN(const RankCapture captured, capture_rank(p, run, rank, stop, stopped));
+  PRISM_ASSIGN_OR_RETURN(const RankCapture captured,
+                         capture_rank(p, run, roles.layout, rank, stop, stopped));
   if (!run.slices_dir.empty())
     PRISM_RETURN_IF_ERROR(write_file_atomic(
         fmt::format("{}/slice-rank{}.json", run.slices_dir, rank), format_capture_json(captured)));

@@ -26,6 +26,21 @@ std::int32_t torch_split_color(std::span<const std::int32_t> ranks) {
   return static_cast<std::int32_t>(magnitude % (std::uint64_t{1} << 31));
 }
 
+std::int32_t torch_split_group_color(std::span<const std::int32_t> group,
+                                     std::span<const std::int32_t> parent) {
+  // Parents are in ascending order but for a program's own communicators.
+  const bool sorted = std::is_sorted(parent.begin(), parent.end());
+  std::int32_t lowest = -1;
+  for (const std::int32_t r : group) {
+    auto at = sorted ? std::lower_bound(parent.begin(), parent.end(), r)
+                     : std::find(parent.begin(), parent.end(), r);
+    if (at == parent.end() || *at != r) return -1;
+    const auto position = static_cast<std::int32_t>(at - parent.begin());
+    if (lowest < 0 || position < lowest) lowest = position;
+  }
+  return lowest;
+}
+
 std::vector<MeshGroup> mesh_groups_of(std::span<const std::int32_t> members, int position) {
   const int n = static_cast<int>(members.size());
   PRISM_CHECK(position >= 0 && position < n, "a mesh group of a rank outside the parent");
@@ -46,6 +61,20 @@ std::vector<MeshGroup> mesh_groups_of(std::span<const std::int32_t> members, int
       std::sort(g.ranks.begin(), g.ranks.end());
       out.push_back(std::move(g));
     }
+  }
+  return out;
+}
+
+std::vector<std::vector<std::int32_t>> grid_groups_of(const Layout& layout, Rank rank) {
+  std::vector<std::vector<std::int32_t>> out;
+  for (int d = static_cast<int>(layout.dims().size()) - 1; d >= 0; --d) {
+    const int size = layout.dims()[static_cast<std::size_t>(d)].size;
+    if (size < 2) continue;
+    const Rank first = rank - layout.coord(rank, d) * layout.stride(d);
+    std::vector<std::int32_t> g;
+    g.reserve(static_cast<std::size_t>(size));
+    for (int c = 0; c < size; ++c) g.push_back(first + c * layout.stride(d));
+    out.push_back(std::move(g));
   }
   return out;
 }

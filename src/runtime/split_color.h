@@ -10,6 +10,12 @@
 // graph offers, and so tells which group a PyTorch program asked for
 // (docs/nccl-shim.md, "ncclCommSplit").
 //
+// torch.distributed.split_group (what init_device_mesh uses on NCCL when the
+// default group is bound to a device) passes another color: the group's
+// lowest rank in the parent's numbering (ProcessGroupNCCL::split, torch
+// 2.11). Only the groups that one split makes are told apart by it, so a
+// color of this kind names a group only among candidates known otherwise.
+//
 // A capture has no graph: it tries the groups of a row-major mesh laid over
 // the parent (mesh_groups_of), which are those torch's init_device_mesh and
 // Megatron's parallel layout make.
@@ -19,9 +25,17 @@
 #include <span>
 #include <vector>
 
+#include "graph/layout.h"
+
 namespace prism::runtime {
 
 std::int32_t torch_split_color(std::span<const std::int32_t> ranks);
+
+// split_group's color for `group` (global ranks) split from `parent` (global
+// ranks in the parent's order): the lowest position in `parent` of a member;
+// -1 when a member is not in the parent.
+std::int32_t torch_split_group_color(std::span<const std::int32_t> group,
+                                     std::span<const std::int32_t> parent);
 
 // One group of a mesh over a parent communicator: `size` ranks `stride`
 // apart in the parent's order, as global ranks in ascending order.
@@ -41,5 +55,10 @@ struct MeshGroup {
 // others by stride and size; the parent itself is stride 1, size
 // members.size().
 std::vector<MeshGroup> mesh_groups_of(std::span<const std::int32_t> members, int position);
+
+// The groups of `rank` along each dimension of `layout` of more than one
+// rank, outermost first (pp before dp before tp: the order in which
+// init_device_mesh splits a mesh shaped as the job), each ascending.
+std::vector<std::vector<std::int32_t>> grid_groups_of(const Layout& layout, Rank rank);
 
 }  // namespace prism::runtime

@@ -141,6 +141,21 @@ TEST(OpMatcherTest, SplitsTakeTheSlotTheColorNamesOrTheNextOne) {
   }
 }
 
+// torch's split_group (init_device_mesh on NCCL) colors a group by its
+// lowest rank in the parent: rank 3's dp {1, 3} is color 1 and tp {2, 3}
+// color 2, whatever the slot order (tp first).
+TEST(OpMatcherTest, SplitsByTheLowestRankTakeTheSlotItStarts) {
+  const ExecutionGraph g = grid();
+  OpMatcher m(g, 3);
+  ASSERT_TRUE(m.declare(wire::CommInit{1, 4, 3, 0, {0, 1, 2, 3}}).is_ok());
+  Result<OpMatcher::Split> dp = m.split(wire::CommSplit{1, 2, 1, 3});
+  ASSERT_TRUE(dp.is_ok()) << dp.status().message();
+  EXPECT_EQ(dp.value().info.members, (std::vector<std::int32_t>{1, 3}));
+  Result<OpMatcher::Split> tp = m.split(wire::CommSplit{1, 3, 2, 3});
+  ASSERT_TRUE(tp.is_ok()) << tp.status().message();
+  EXPECT_EQ(tp.value().info.members, (std::vector<std::int32_t>{2, 3}));
+}
+
 TEST(OpMatcherTest, RejectsSplitsOfUnknownParentsAndKnownHandles) {
   const ExecutionGraph g = grid();
   OpMatcher m(g, 0);

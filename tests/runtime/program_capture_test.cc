@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <future>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -26,13 +27,14 @@ std::string socket_path() {
   const auto dir =
       std::filesystem::temp_directory_path() / ("prism-capture-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  return (dir / ("c" + std::to_string(n++) + ".sock")).string();
+  return (dir / fmt::format("c{}.sock", n++)).string();
 }
 
 class Running {
  public:
-  explicit Running(std::chrono::milliseconds timeout = 5000ms, Rank rank = 2, int world = 8)
-      : capture_(ProgramCaptureOptions{rank, world, "dp8", timeout}) {
+  explicit Running(std::chrono::milliseconds timeout = 5000ms, Rank rank = 2, int world = 8,
+                   std::vector<std::vector<std::int32_t>> grid_groups = {})
+      : capture_(ProgramCaptureOptions{rank, world, "dp8", timeout, std::move(grid_groups)}) {
     Result<Address> a = capture_.listen(Address{Address::Kind::kUnix, socket_path(), "", 0});
     EXPECT_TRUE(a.is_ok()) << a.status().message();
     address = a.value();
@@ -164,6 +166,30 @@ TEST(ProgramCaptureTest, ADataParallelSplitIsAnsweredWithItsStridedGroup) {
   const auto& info = std::get<CommInfo>(out.answer);
   EXPECT_EQ(info.rank_in_comm, 0);
   EXPECT_EQ(info.members, dp);
+}
+
+// torch's split_group (init_device_mesh on NCCL) colors a group by its
+// lowest rank: 5 for rank 5's dp group, then 0 for its tp group, which only
+// the job's grid groups tell apart from the other groups of those colors.
+TEST(ProgramCaptureTest, ASplitGroupSplitIsAnsweredWithTheGridGroupItStarts) {
+  const std::vector<std::int32_t> dp = every(8, 5, 1024);
+  const std::vector<std::int32_t> tp = every(1, 0, 8);
+  Running c(5000ms, 5, 1024, {dp, tp});
+  std::unique_ptr<Connection> r = open_rank(c.address, 5, 1024);
+  ASSERT_TRUE(r);
+  receive(*r);
+  ASSERT_TRUE(r->send(CommInit{0, 1024, 5, 0, {}}).is_ok());
+  ASSERT_TRUE(r->send(CommSplit{0, 1, 5, 5}).is_ok());
+  const auto first = std::get<CommInfo>(receive(*r));
+  EXPECT_EQ(first.members, dp);
+  EXPECT_EQ(first.rank_in_comm, 0);
+  ASSERT_TRUE(r->send(CommSplit{0, 2, 0, 5}).is_ok());
+  const auto second = std::get<CommInfo>(receive(*r));
+  EXPECT_EQ(second.members, tp);
+  EXPECT_EQ(second.rank_in_comm, 5);
+  ASSERT_TRUE(r->send(Bye{0, 20}).is_ok());
+  Result<RankCapture> out = c.result();
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
 }
 
 // Any other color would need the virtual ranks' colors.

@@ -59,5 +59,28 @@ TEST(SplitColorTest, MeshGroupsAreEveryStrideAndSizeThatDivideTheParent) {
                                            "t2 s4 3,7,11,15", "t4 s2 3,11"}));
 }
 
+// split_group's color is the lowest position in the parent, not the lowest
+// global rank; a member outside the parent has none.
+TEST(SplitColorTest, SplitGroupColorIsTheLowestPositionInTheParent) {
+  const std::vector<std::int32_t> world = iota(0, 16);
+  EXPECT_EQ(torch_split_group_color(std::vector<std::int32_t>{13, 5, 9}, world), 5);
+  const std::vector<std::int32_t> odd = {1, 3, 5, 7, 9, 11, 13, 15};
+  EXPECT_EQ(torch_split_group_color(std::vector<std::int32_t>{11, 15}, odd), 5);
+  const std::vector<std::int32_t> unsorted = {7, 3, 5};
+  EXPECT_EQ(torch_split_group_color(std::vector<std::int32_t>{3, 5}, unsorted), 1);
+  EXPECT_EQ(torch_split_group_color(std::vector<std::int32_t>{2, 3}, odd), -1);
+}
+
+// A (dp 128, tp 8) job: rank 5's groups, dp (outer) before tp.
+TEST(SplitColorTest, GridGroupsAreTheRanksDimensionsOutermostFirst) {
+  const Layout l(1024, {{"tp", 8}, {"cp", 1}, {"dp", 128}, {"pp", 1}}, 8);
+  const std::vector<std::vector<std::int32_t>> groups = grid_groups_of(l, 5);
+  ASSERT_EQ(groups.size(), 2u);
+  std::vector<std::int32_t> dp;
+  for (int r = 5; r < 1024; r += 8) dp.push_back(r);
+  EXPECT_EQ(groups[0], dp);
+  EXPECT_EQ(groups[1], iota(0, 8));
+}
+
 }  // namespace
 }  // namespace prism::runtime
