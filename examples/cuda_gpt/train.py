@@ -88,13 +88,17 @@ def parallelize(model, args, device, world):
             fully_shard(block)
         return fully_shard(model)
     # tp: a 2-D mesh (dp, tp); Megatron-style column/row split of each block,
-    # the data-parallel gradients all-reduced by hand after backward.
+    # the data-parallel gradients all-reduced by hand after backward. Every
+    # rank builds the same weights (seed 0), so each keeps its own shard
+    # (src_data_rank=None) instead of DTensor's scatter and broadcast from tp
+    # rank 0: rooted point-to-point set-up that a graph built from one
+    # captured rank cannot mirror, and whose data virtual peers never send.
     from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                    parallelize_module)
     tp = min(args.tp, world)
     mesh = init_device_mesh(device.type, (world // tp, tp), mesh_dim_names=("dp", "tp"))
     for block in model.blocks:
-        parallelize_module(block, mesh["tp"], {
+        parallelize_module(block, mesh["tp"], src_data_rank=None, parallelize_plan={
             "q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(),
             "proj": RowwiseParallel(), "fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
     model.dp_group = mesh["dp"].get_group()

@@ -89,6 +89,35 @@ TEST_F(EmulateProgramTest, DdpGptRunsAsOneRealRankOfSixtyFour) {
   EXPECT_TRUE(fs::exists(tmp_ + "/cap/rank0.json"));
 }
 
+// DTensor tensor parallelism on a (dp 2, tp 8) device mesh: tp rank 5 is
+// captured and runs against the graph built from it, op for op. Each rank
+// keeps its own shard of the weights (train.py: src_data_rank=None); a
+// scatter from tp rank 0 would be point-to-point that one captured rank
+// cannot mirror for the others.
+TEST_F(EmulateProgramTest, TensorParallelGptRunsAsOneRealRankOfItsMesh) {
+  std::vector<std::string> args;
+  for (const char* a :
+       {"emulate", "examples/jobs/cuda-gpt-tp8-1024.yaml", "--set", "cluster.num_gpus=16",
+        "--real-ranks", "5", "--master-port", "0", "--report", "{tmp}/r.json", "--"})
+    args.emplace_back(a);
+  args.push_back(kPython);
+  for (const char* a :
+       {"examples/cuda_gpt/train.py", "--device=cpu", "--parallel=tp", "--steps=3", "--layers=1",
+        "--dim=128", "--heads=8", "--vocab=512", "--seq=64", "--batch=2"})
+    args.emplace_back(a);
+  const RunResult r = run_prism(args, tmp_);
+  ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("capturing role 1 of 1 (stage0, 16 ranks): rank 5"));
+  const auto report = nlohmann::json::parse(slurp(tmp_ + "/r.json"));
+  ASSERT_EQ(report["real_ranks"].size(), 1u);
+  const auto& rank = report["real_ranks"][0];
+  EXPECT_EQ(rank["exit_code"], 0);
+  EXPECT_EQ(rank["iterations"], 2);
+  EXPECT_GT(rank["ops"].get<int>(), 3);
+  EXPECT_EQ(rank["ops"], rank["graph_ops"]);
+  EXPECT_EQ(rank["bytes"], rank["graph_bytes"]);
+}
+
 // A pipeline of 2 stages and 2 data-parallel ranks each: one rank of each
 // stage is captured (the real rank for its own stage), the graph is built
 // from the two, and `prism build --from-slices` and `--graph` reuse them.
