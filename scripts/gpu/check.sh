@@ -398,7 +398,7 @@ import sys, zipfile
 for w in sys.argv[2:]:
     zipfile.ZipFile(w).extractall(sys.argv[1])' "$out/site" wheels/*.whl 2>>"$log" ||
     say "b: the wheels do not unpack"
-  step b_megatron 150 env PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}" "$prism" emulate \
+  step b_megatron 120 env PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}" "$prism" emulate \
     examples/jobs/megatron-gpt-pp4-1024.yaml --real-ranks "$rank" --capture-jobs 4 --timeout 60 \
     --report "$out/b_megatron.report.json" \
     -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/megatron_gpt/train.py

@@ -123,16 +123,19 @@ class GpuBundleTest(unittest.TestCase):
         out = os.path.join(self.tmp.name, "run_g")
         env = dict(os.environ, PRISM_CHECK_NO_GPU_OK="1",
                    PRISM_CHECK_GPU_NAME="NVIDIA H100 80GB HBM3")
-        r = run(["bash", os.path.join(self.bundle, "check.sh"), "--out", out, "--only", "g",
+        r = run(["bash", os.path.join(self.bundle, "check.sh"), "--out", out, "--only", "g,f,zz",
                  "--budget", "60", "--python", sys.executable], cwd=self.tmp.name, env=env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertRegex(r.stdout, r"g: [1-9]\d* kernel signatures of H100-SXM5-80GB")
-        self.assertIn("(f) capture on GPU: not written", r.stdout)
+        # (f) reads (a) ddp's capture; without it, it says so and moves on.
+        self.assertIn("f: no capture of (a) ddp (run --only a,f): skipped", r.stdout)
+        self.assertIn("unknown check 'zz'", r.stdout)
         with open(os.path.join(out, "figures.json")) as f:
             figures = json.load(f)
         self.assertEqual(figures["g_kernels"]["gpu"], "H100-SXM5-80GB")
         self.assertGreater(figures["g_kernels"]["wanted"], 0)
         self.assertEqual(figures["g_kernels"]["measured"], 0)
+        self.assertIn("skipped", figures["f_capture"])
 
 
 if __name__ == "__main__":
