@@ -144,7 +144,9 @@ def main():
     model = GPT(args.vocab, args.dim, args.layers, args.heads, args.seq).to(device=device,
                                                                             dtype=dtype)
     model = parallelize(model, args, device, world)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=cuda)
+    # foreach needs one tensor type per list: tp mixes DTensors (the blocks)
+    # and plain tensors (embeddings, final norm, head), which foreach refuses.
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=cuda and args.parallel != "tp")
     gen = torch.Generator(device=device).manual_seed(rank)
 
     step_ms, wall_ms = [], []

@@ -351,10 +351,9 @@ void CudaDevice::collect(prism_client* c) {
       return;
     }
     if (ticket == PRISM_NO_TICKET) return;  // nothing more has completed by now
-    // NCCL's memory for the op, allocated before the stream goes on (a
-    // failure is its communicator's asynchronous error; an abandoned
-    // communicator's is dropped).
-    Shim::get().completed(kProgress, ticket);
+    // NCCL's memory for the op: owed, allocated by the application's next
+    // NCCL call (Shim::reserve_owed); an abandoned communicator's is dropped.
+    Shim::get().completed(ticket);
     if (orphans_.erase(ticket) != 0) continue;
     bool ours = false;
     for (Hold* h : snapshot_) {

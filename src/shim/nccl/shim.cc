@@ -221,29 +221,43 @@ void Shim::entered(std::uint64_t ticket, std::uint32_t comm) {
   op_comm_[ticket] = comm;
 }
 
-ncclResult_t Shim::completed(const char* fn, std::uint64_t ticket) {
+void Shim::completed(std::uint64_t ticket) {
   const auto it = op_comm_.find(ticket);
-  if (it == op_comm_.end()) return ncclSuccess;
+  if (it == op_comm_.end()) return;
   const std::uint32_t comm = it->second;
   op_comm_.erase(it);
   const std::int64_t bytes = client_ != nullptr ? prism_take_nccl_bytes(client_, ticket) : 0;
-  if (bytes <= 0) return ncclSuccess;
+  if (bytes <= 0) return;
+  std::lock_guard lock(state_mu_);
+  if (!comms_.contains(comm)) return;  // destroyed meanwhile: NCCL freed it
+  NcclReserve& n = nccl_[comm];
+  n.planned += bytes;
+  n.owed += bytes;
+}
+
+ncclResult_t Shim::reserve_owed(const char* fn) {
+  std::vector<std::pair<std::uint32_t, std::int64_t>> owed;
   {
     std::lock_guard lock(state_mu_);
-    if (!comms_.contains(comm)) return ncclSuccess;  // destroyed meanwhile: NCCL freed it
-    nccl_[comm].planned += bytes;
+    for (auto& [comm, n] : nccl_) {
+      if (n.owed > 0) owed.emplace_back(comm, std::exchange(n.owed, 0));
+    }
   }
-  void* p = nullptr;
-  const ncclResult_t r = device_->nccl_reserve(fn, bytes, &p);
-  if (r != ncclSuccess) {
-    set_async_error(comm, r, last_error());
-    return r;
-  }
-  std::lock_guard lock(state_mu_);
-  if (p != nullptr) {
-    NcclReserve& n = nccl_[comm];
-    n.allocated += bytes;
-    n.blocks.push_back(p);
+  for (const auto& [comm, bytes] : owed) {
+    void* p = nullptr;
+    const ncclResult_t r = device_->nccl_reserve(fn, bytes, &p);
+    if (r != ncclSuccess) {
+      set_async_error(comm, r, last_error());
+      return r;
+    }
+    if (p == nullptr) continue;  // no CUDA context: nothing to allocate
+    std::lock_guard lock(state_mu_);
+    if (const auto it = nccl_.find(comm); it != nccl_.end()) {
+      it->second.allocated += bytes;
+      it->second.blocks.push_back(p);
+    } else {
+      device_->nccl_release(p);  // destroyed meanwhile (another thread)
+    }
   }
   return ncclSuccess;
 }

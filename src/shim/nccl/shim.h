@@ -79,11 +79,16 @@ class Shim {
 
   // NCCL's device memory at full scale. entered: op `ticket` belongs to
   // communicator `comm`; completed: the op completed, so its NCCL bytes (if
-  // the coordinator sent any) are reserved on the device for `comm`. Both
-  // with client_mu() held; completed's error is the communicator's
-  // (an allocation that failed).
+  // the coordinator sent any) are owed to `comm`. Both with client_mu()
+  // held. reserve_owed: allocates what is owed, on the calling thread, which
+  // must be the application's, in an NCCL call (as NCCL allocates in its
+  // calls), never the GPU path's progress thread: that thread must stay free
+  // to release held streams, and an allocation there was seen to stall a
+  // PyTorch program on an H200. An allocation that fails (out of memory at
+  // full scale) is the call's error and its communicator's.
   void entered(std::uint64_t ticket, std::uint32_t comm);
-  ncclResult_t completed(const char* fn, std::uint64_t ticket);
+  void completed(std::uint64_t ticket);
+  ncclResult_t reserve_owed(const char* fn);
   // ncclCommDestroy/Abort: NCCL frees the communicator's memory.
   void release_nccl_memory(std::uint32_t comm);
   // Bytes the coordinator said NCCL holds now (live communicators), and of
@@ -111,7 +116,7 @@ class Shim {
   std::unordered_map<void*, std::pair<std::size_t, bool>> allocs_;
   std::unordered_map<std::uint64_t, std::uint32_t> op_comm_;  // ticket -> comm (client_mu_)
   struct NcclReserve {
-    std::int64_t planned = 0, allocated = 0;
+    std::int64_t planned = 0, allocated = 0, owed = 0;
     std::vector<void*> blocks;
   };
   std::unordered_map<std::uint32_t, NcclReserve> nccl_;  // per communicator (state_mu_)

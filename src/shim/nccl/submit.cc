@@ -42,7 +42,6 @@ ncclResult_t enter(const char* fn, Shim& shim, const prism_op& op, std::uint64_t
 
 // Waits for each ticket. Call with the client lock held.
 ncclResult_t wait_all(const char* fn, Shim& shim, const std::vector<std::uint64_t>& tickets) {
-  ncclResult_t result = ncclSuccess;
   for (const std::uint64_t ticket : tickets) {
     if (!shim.take_spent(ticket)) {  // else completed by now, seen by the GPU path
       prism_client* c = shim.connected();
@@ -50,11 +49,9 @@ ncclResult_t wait_all(const char* fn, Shim& shim, const std::vector<std::uint64_
       // A failure breaks the client: the other ops cannot complete either.
       if (s != PRISM_OK) return shim.client_error(fn, s);
     }
-    // NCCL's memory for the op (an allocation that failed fails the call).
-    const ncclResult_t r = shim.completed(fn, ticket);
-    if (result == ncclSuccess) result = r;
+    shim.completed(ticket);  // NCCL's memory for the op, owed
   }
-  return result;
+  return ncclSuccess;
 }
 
 // Host path for ops[0..n): enters them all, waits for each, then copies.
@@ -71,6 +68,7 @@ ncclResult_t enter_and_wait(const char* fn, Shim& shim, const prism_op* ops, std
     }
     PRISM_NCCL_TRY(wait_all(fn, shim, tickets));
   }
+  PRISM_NCCL_TRY(shim.reserve_owed(fn));  // NCCL's memory, in the call as NCCL allocates it
   return shim.device().copy(fn, copies);
 }
 
@@ -105,6 +103,9 @@ ncclResult_t hold_group(const char* fn, Shim& shim, Group& g) {
 ncclResult_t submit(const char* fn, ncclComm* comm, prism_op op, cudaStream_t stream,
                     std::vector<Copy> copies) {
   Shim& shim = Shim::get();
+  // NCCL's memory owed for ops completed so far, as NCCL allocates it: in
+  // the application's NCCL call (an allocation that fails fails the call).
+  PRISM_NCCL_TRY(shim.reserve_owed(fn));
   Group& g = t_group;
   op.comm = comm->handle;
   op.stream = shim.stream_id(stream);
@@ -148,6 +149,7 @@ ncclResult_t group_end(const char* fn) {
       std::lock_guard lock(shim.client_mu());
       r = wait_all(fn, shim, g.tickets);
     }
+    if (r == ncclSuccess) r = shim.reserve_owed(fn);
     if (r == ncclSuccess) r = shim.device().copy(fn, g.copies);
     if (result == ncclSuccess) result = r;
     g.tickets.clear();
