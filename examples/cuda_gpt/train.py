@@ -14,8 +14,9 @@ random tokens, the loss, backward, AdamW. CUDA events time each step's GPU
 work; at the end one line `GPU_STATS {json}` gives the per-step times in ms
 (the first --warmup steps left out), which scripts/gpu/check.sh reads.
 
---device cpu (gloo) is for checking the program without a GPU; it has only
-been run so (2026-11-27): the CUDA path is untested until a GPU host runs it.
+--device cpu (gloo) is for checking the program without a GPU. The CUDA path
+ran on an H200 on 2026-11-27 (docs/gpu.md, Results): ddp and fsdp to the
+end under the emulation; tp's last fix (AdamW without foreach) not yet.
 """
 
 import argparse

@@ -12,8 +12,10 @@ gradients are all-reduced over Megatron's data-parallel group after each
 step (no Megatron DDP or optimizer, which want apex or Transformer Engine);
 torch's AdamW steps. Prints `GPU_STATS {json}` as examples/cuda_gpt does.
 
-UNTESTED: written 2026-11-27 for megatron-core 0.16.1 without a GPU; only
-its CPU path (--device cpu, gloo, world size 1: PP1) has been run.
+Written for megatron-core 0.16.1. Its CPU path (--device cpu, gloo, world
+size 1: PP1) runs; on an H200 (2026-11-27, docs/gpu.md) three runs each
+found a cause (gloo groups, an fp32 LayerNorm, and stages that never reached
+NCCL within 60 s, not yet understood): it has not yet run to the end there.
 """
 
 import argparse

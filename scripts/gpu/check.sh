@@ -38,10 +38,9 @@
 #   (p)    perturbation diagnostics (not in the default list): (c)'s program
 #          30 steps alone and emulated, profiled, and with the progress thread
 #          polling every 5 us
-# UNTESTED: everything but --dry-run has never run on a GPU (written
-# 2026-11-27 with no GPU host lent); each check ends with one error line
-# rather than hanging, and the script ends every process of its session
-# after each step and on exit (interrupts included).
+# Run on an H200 on 2026-11-27 (docs/gpu.md, Results); each check ends
+# with one error line rather than hanging, and the script ends every
+# process of its session after each step and on exit (interrupts included).
 #
 # Options: --out DIR (default ./gpu-check-<UTC time>), --python PY (python3),
 #   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (of e,d,a,f,c,b,g,k,build,p

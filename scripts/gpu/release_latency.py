@@ -10,8 +10,8 @@ above (coordinator round trip + cuStreamWaitValue32 release + event); alone
 (world size 1, real NCCL) it gives the baseline. Prints `RELEASE {json}`:
 p50/p99/max in microseconds.
 
-UNTESTED without a GPU (written 2026-11-27): it has only been parsed. A
-drop-in-level timestamp of the coordinator's completion would make it exact.
+Run on an H200 on 2026-11-27 (docs/gpu.md, Results). A drop-in-level
+timestamp of the coordinator's completion would make it exact.
 """
 
 import argparse
