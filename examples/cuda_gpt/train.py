@@ -192,6 +192,7 @@ def main():
     kept = step_ms[args.warmup:] or step_ms
     stats = {
         "parallel": args.parallel, "rank": rank, "world": world, "device": str(device),
+        "pid": os.getpid(),
         "steps": args.steps, "step_ms": step_ms, "wall_ms": wall_ms,
         "median_step_ms": statistics.median(kept), "mean_step_ms": statistics.fmean(kept),
         "max_memory_reserved": torch.cuda.max_memory_reserved() if cuda else 0,

@@ -137,6 +137,32 @@ class GpuBundleTest(unittest.TestCase):
         self.assertEqual(figures["g_kernels"]["measured"], 0)
         self.assertIn("skipped", figures["f_capture"])
 
+    def test_kernel_time_of_two_traces(self):
+        # (c)'s primary figure: the device events' time per step of two
+        # Kineto traces; a trace without device events is one clear error.
+        def trace(name, durs):
+            path = os.path.join(self.tmp.name, name)
+            ev = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 10 * i, "dur": d} for i, d in enumerate(durs)]
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 1000})
+            with open(path, "w") as f:
+                json.dump({"traceEvents": ev}, f)
+            return path
+        tool = os.path.join(self.bundle, "gpu", "trace_kernels.py")
+        a, e = trace("a.json", [4, 4, 2]), trace("e.json", [4, 4, 2.05])
+        r = run([sys.executable, tool, "--alone", a, "--emulated", e])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout.split("KERNELS ", 1)[1])
+        self.assertEqual(out["alone"]["events"], 3)
+        self.assertAlmostEqual(out["alone"]["kernel_ms_per_step"], 0.005)
+        self.assertAlmostEqual(out["percent_apart"], 0.5)
+        self.assertTrue(out["within_1_percent"])
+        cpu = os.path.join(self.tmp.name, "cpu.json")
+        with open(cpu, "w") as f:
+            json.dump({"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 0, "dur": 5}]}, f)
+        r = run([sys.executable, tool, "--alone", cpu, "--emulated", e])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no device events", r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
