@@ -83,6 +83,8 @@ typedef struct {
 
 /* Connects as `rank` of `world_size` and waits for the coordinator's welcome.
  * address: "unix:PATH" or "tcp:HOST:PORT"; NULL reads $PRISM_COORDINATOR.
+ * The hello carries $PRISM_SECRET, the run's secret that `prism emulate`
+ * gives the ranks it starts; the coordinator refuses a hello without it.
  * timeout_ms bounds this call and every later wait; 0 means 60000. On
  * failure, *out is still set: its prism_last_error() says why, and
  * prism_close() frees it. *out is NULL only when memory ran out. */

@@ -69,8 +69,10 @@ prism_status prism_connect(const char* address, int32_t rank, int32_t world_size
                                    std::to_string(local_rank) + ") is not a rank of the job");
     }
     if (timeout_ms < 0) return argument_error(c, "timeout_ms must not be negative");
+    const char* secret = std::getenv("PRISM_SECRET");
     const prism::client::Client::Identity who{rank, world_size, local_rank,
-                                              program != nullptr ? program : ""};
+                                              program != nullptr ? program : "",
+                                              secret != nullptr ? secret : ""};
     bool opened = false;
     prism::Result<std::unique_ptr<prism::client::Client>> r = prism::client::Client::connect(
         a.value(), who, std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 60000), &opened);

@@ -50,8 +50,9 @@ Result<std::unique_ptr<Client>> Client::connect(const wire::Address& a, const Id
   if (opened != nullptr) *opened = true;
   wire::Connection& c = *conn.value();
   c.set_spin(kSpin);
-  PRISM_RETURN_IF_ERROR(c.send(wire::Hello{who.rank, who.world_size, who.local_rank,
-                                           static_cast<std::int64_t>(::getpid()), who.program}));
+  PRISM_RETURN_IF_ERROR(
+      c.send(wire::Hello{who.rank, who.world_size, who.local_rank,
+                         static_cast<std::int64_t>(::getpid()), who.program, who.secret}));
   Result<wire::Message> answer = c.receive(timeout);
   if (!answer.is_ok()) return protocol_error(answer.status());
   if (const auto* e = std::get_if<wire::Error>(&answer.value())) {

@@ -39,6 +39,7 @@ class Client {
     std::int32_t world_size = 1;
     std::int32_t local_rank = 0;
     std::string program;
+    std::string secret;  // the run's ($PRISM_SECRET)
   };
 
   // Connects and waits for the welcome; the rank's virtual clock starts then.

@@ -49,7 +49,7 @@ SimTime wire_time(std::int64_t ns) {
 }
 
 LiveSessionOptions live_options(const ExecutionGraph& g, const CoordinatorOptions& o) {
-  return LiveSessionOptions{o.live_ranks, g.world_size(), "live rank", o.timeout};
+  return LiveSessionOptions{o.live_ranks, g.world_size(), "live rank", o.timeout, o.secret};
 }
 
 }  // namespace

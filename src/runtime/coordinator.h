@@ -41,6 +41,7 @@ struct CoordinatorOptions {
   // connected this long after the start, ends the emulation.
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
   bool capture = false;  // keep each live rank's capture (slicing/capture_file.h)
+  std::string secret;    // the run's: hellos without it are refused
 };
 
 // One live rank's emulated time, per iteration (means over its iterations).

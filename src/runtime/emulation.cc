@@ -116,7 +116,8 @@ Status Emulation::prepare() {
     traced_ = std::move(t).value();
   }
   PRISM_ASSIGN_OR_RETURN(dir_, make_private_dir());
-  env_ = RankEnvironment{world, job_.job.cluster.gpus_per_node, "", "", o.master_port, o.timeout_s};
+  env_ = RankEnvironment{
+      world, job_.job.cluster.gpus_per_node, "", "", o.master_port, o.timeout_s, make_run_secret()};
   return Status::ok();
 }
 
@@ -166,6 +167,7 @@ Result<CoordinatorResult> Emulation::emulate() {
   co.trace_ranks = traced_;
   co.timeout = env_.timeout();
   co.capture = !options_.capture_dir.empty();
+  co.secret = env_.secret;
   ClusterModels models(job_.job.cluster, models_);
   Coordinator coordinator(*graph_, models.view(), co);
   wire::Address where{wire::Address::Kind::kUnix, dir_ + "/coordinator.sock", "", 0};

@@ -104,7 +104,11 @@ void LiveSession::on_message(wire::PeerId id, wire::Message m) {
 void LiveSession::hello(wire::PeerId id, const wire::Hello& h) {
   std::string why;
   const auto it = peers_.find(h.rank);
-  if (h.world_size != options_.world_size) {
+  if (h.secret != options_.secret) {
+    why =
+        "its hello does not carry this run's secret ($PRISM_SECRET, which `prism emulate` "
+        "gives the ranks it starts)";
+  } else if (h.world_size != options_.world_size) {
     why = fmt::format("world size {}, the job has {}", h.world_size, options_.world_size);
   } else if (it == peers_.end()) {
     why = policy_.not_expected(h.rank);

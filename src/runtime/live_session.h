@@ -58,6 +58,9 @@ struct LiveSessionOptions {
   std::string noun;  // "live rank", "captured rank": how messages name a rank
   // Not every rank connected this long after the start fails the session.
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  // The run's secret: a hello that does not carry it is refused (that peer
+  // alone; the session goes on), before anything else of it is believed.
+  std::string secret;
 };
 
 class LiveSession : private wire::ServerHandler {

@@ -41,10 +41,12 @@ class ProgramCapture::Impl : public LivePolicy {
  public:
   explicit Impl(ProgramCaptureOptions o)
       : options_(std::move(o)),
-        live_(
-            LiveSessionOptions{
-                {options_.rank}, options_.world_size, "captured rank", options_.timeout},
-            *this) {}
+        live_(LiveSessionOptions{{options_.rank},
+                                 options_.world_size,
+                                 "captured rank",
+                                 options_.timeout,
+                                 options_.secret},
+              *this) {}
 
   Result<wire::Address> listen(const wire::Address& a) { return live_.listen(a); }
   bool connected() const { return live_.connected(options_.rank); }

@@ -39,6 +39,7 @@ struct ProgramCaptureOptions {
   // what a split by split_group's color, the lowest rank, is resolved
   // against (runtime/split_color.h). Empty: such splits are refused.
   std::vector<std::vector<std::int32_t>> grid_groups;
+  std::string secret;  // the run's: hellos without it are refused
 };
 
 class ProgramCapture {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -37,13 +38,21 @@ Env rank_env(const RankEnvironment& e, Rank rank) {
           {"TORCHELASTIC_USE_AGENT_STORE", "True"},
           {"TORCHELASTIC_RESTART_COUNT", "0"},  // read with the agent's store
           {"PRISM_COORDINATOR", e.coordinator},
-          {"PRISM_TIMEOUT_MS", std::to_string(e.timeout().count())}};
+          {"PRISM_TIMEOUT_MS", std::to_string(e.timeout().count())},
+          {"PRISM_SECRET", e.secret}};
   if (!e.graph.empty()) env.emplace_back("PRISM_GRAPH", e.graph);
   if (const std::string py = python_dir(); !py.empty()) {
     const char* old = ::getenv("PYTHONPATH");
     env.emplace_back("PYTHONPATH", old != nullptr && *old != '\0' ? py + ":" + old : py);
   }
   return env;
+}
+
+std::string make_run_secret() {
+  std::random_device rd;
+  std::string s;
+  for (int i = 0; i < 4; ++i) s += fmt::format("{:08x}", static_cast<std::uint32_t>(rd()));
+  return s;
 }
 
 Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,

@@ -25,6 +25,7 @@ struct RankEnvironment {
   std::string graph;        // the graph file; empty while capturing
   int master_port = 29500;  // the rendezvous store's port on 127.0.0.1
   double timeout_s = 600;
+  std::string secret;  // the run's, for the ranks' hello ($PRISM_SECRET)
 
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
@@ -37,6 +38,9 @@ struct RankEnvironment {
 // TORCHELASTIC_USE_AGENT_STORE makes every rank, rank 0 included, a client
 // of the store at MASTER_ADDR:MASTER_PORT (docs/emulate.md).
 Env rank_env(const RankEnvironment& e, Rank rank);
+
+// A new run's secret: 32 hex digits from the system's random source.
+std::string make_run_secret();
 
 // The directory holding PrismLLM's Python package and sitecustomize
 // (build/python beside build/bin), or empty when this build has none.

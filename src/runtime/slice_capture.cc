@@ -26,7 +26,7 @@ Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
                                  const Layout& layout, Rank rank, const std::atomic<bool>& stop,
                                  bool& stopped) {
   ProgramCapture capture(ProgramCaptureOptions{rank, p.job.num_gpus, p.job.name, run.env.timeout(),
-                                               grid_groups_of(layout, rank)});
+                                               grid_groups_of(layout, rank), run.env.secret});
   PRISM_ASSIGN_OR_RETURN(
       const wire::Address bound,
       capture.listen(wire::Address{wire::Address::Kind::kUnix,

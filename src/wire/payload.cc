@@ -112,6 +112,7 @@ bool valid_error(std::uint32_t v) {
 void write(Writer& w, const Hello& m) {
   w.put(m.rank), w.put(m.world_size), w.put(m.local_rank), w.put(m.pid);
   w.put_string(m.program);
+  w.put_string(m.secret);
 }
 void write_members(Writer& w, const std::vector<std::int32_t>& members) {
   PRISM_CHECK(members.size() <= kMaxMembers, "wire: communicator beyond kMaxMembers");
@@ -173,6 +174,7 @@ Hello read_hello(Reader& r) {
   m.local_rank = r.get<std::int32_t>("local_rank");
   m.pid = r.get<std::int64_t>("pid");
   m.program = r.get_string("program");
+  m.secret = r.get_string("secret");
   if (m.world_size < 1) r.fail(fmt::format("world_size {} is not positive", m.world_size));
   if (m.rank < 0 || m.rank >= m.world_size)
     r.fail(fmt::format("rank {} is outside 0..{}", m.rank, m.world_size - 1));

@@ -66,6 +66,10 @@ struct Hello {
   std::int32_t local_rank = 0;
   std::int64_t pid = 0;
   std::string program;  // for messages: argv[0] or a label
+  // The run's secret ($PRISM_SECRET, which `prism emulate` gives the ranks it
+  // starts): a hello without it is refused, so no other process on the host
+  // (or, with --listen tcp, the network) can take a rank's place.
+  std::string secret;
 };
 
 // A communicator the rank created. `comm` is the rank's own handle for it,

@@ -60,9 +60,10 @@ class Running {
  public:
   Running(const ExecutionGraph& g, std::vector<Rank> live, bool capture = false,
           std::chrono::milliseconds timeout = 5000ms,
-          Address::Kind kind = Address::Kind::kInProcess)
+          Address::Kind kind = Address::Kind::kInProcess, std::string secret = "")
       : network_(testing::unit_network()), memory_(DeviceMemoryOptions{}) {
     CoordinatorOptions o;
+    o.secret = std::move(secret);
     o.live_ranks = std::move(live);
     o.job = "four";
     o.timeout = timeout;
@@ -91,11 +92,11 @@ class Running {
 // A scripted live rank.
 class Rank0 {
  public:
-  Rank0(const Address& a, Rank rank = 0) : rank_(rank) {
+  Rank0(const Address& a, Rank rank = 0, std::string secret = "") : rank_(rank) {
     Result<std::unique_ptr<Connection>> c = Connection::open(a, 2000ms);
     EXPECT_TRUE(c.is_ok()) << c.status().message();
     conn = std::move(c).value();
-    send(Hello{rank, 4, rank, ::getpid(), "coordinator_test"});
+    send(Hello{rank, 4, rank, ::getpid(), "coordinator_test", std::move(secret)});
     EXPECT_EQ(std::get<Welcome>(receive()).job, "four");
     send(CommInit{0, 4, rank, 0, {0, 1, 2, 3}});
   }
@@ -393,6 +394,33 @@ TEST(CoordinatorTest, GoodbyeBeforeTheGraphEndsIsADeadlock) {
               HasSubstr("live rank 0 said goodbye with 1 communication ops of the graph not "
                         "entered; rank 1 waits for collective all_reduce #1 on "
                         "'dp': rank 0 not arrived"));
+}
+
+// Anyone who can reach the socket can say hello: only the run's secret makes
+// a rank. A stranger without it is refused before its rank is believed, and
+// the real rank 0, coming after, runs as if nothing happened.
+TEST(CoordinatorTest, AHelloWithoutTheRunsSecretIsRefusedAndTheRunGoesOn) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0}, false, 5000ms, Address::Kind::kInProcess, "6b1f0c2e");
+  for (const std::string& wrong : {std::string(), std::string("6b1f0c2f")}) {
+    Result<std::unique_ptr<Connection>> stranger = Connection::open(c.address, 2000ms);
+    ASSERT_TRUE(stranger.is_ok());
+    ASSERT_TRUE(stranger.value()->send(Hello{0, 4, 0, 1, "stranger", wrong}).is_ok());
+    Result<Message> m = stranger.value()->receive(2000ms);
+    ASSERT_TRUE(m.is_ok());
+    ASSERT_TRUE(std::holds_alternative<Error>(m.value()));
+    EXPECT_EQ(std::get<Error>(m.value()).code, ErrorCode::kRejected);
+    EXPECT_THAT(std::get<Error>(m.value()).message, HasSubstr("does not carry this run's secret"));
+  }
+  Rank0 r(c.address, 0, "6b1f0c2e");
+  r.all_reduce(0, 100);
+  EXPECT_EQ(r.wait(0, 100), 1900);
+  r.all_reduce(1, 1950);
+  EXPECT_EQ(r.wait(1, 1950), 3450);
+  r.send(Bye{0, 3450});
+  Result<CoordinatorResult> out = c.result();
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  EXPECT_EQ(out.value().replay.makespan.ns, 3450);
 }
 
 TEST(CoordinatorTest, WrongRankIsRefused) {

@@ -16,7 +16,7 @@ using ::testing::HasSubstr;
 
 std::vector<Message> every_message() {
   return {
-      Hello{3, 8192, 3, 4242, "train.py"},
+      Hello{3, 8192, 3, 4242, "train.py", "6b1f0c2e"},
       CommInit{7, 4, 2, 0xdeadbeefcafef00dull, {0, 1024, 2048, 3072}},
       CommInit{8, 16, 5, 99, {}},
       Op{12, 7, 2, OpCode::kReduceScatter, DType::kFloat32, 1 << 30, 0, 0, 0, 123'456'789},
