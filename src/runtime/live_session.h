@@ -70,7 +70,13 @@ class LiveSession : private wire::ServerHandler {
   LiveSession(const LiveSession&) = delete;
   LiveSession& operator=(const LiveSession&) = delete;
 
-  Result<wire::Address> listen(const wire::Address& a) { return server_.listen(a); }
+  // On TCP anyone who reaches the port can connect: a peer that never said
+  // hello and sends garbage is dropped there (said on stderr), while on a
+  // private Unix socket, which only PrismLLM's ranks know, it ends the run.
+  Result<wire::Address> listen(const wire::Address& a) {
+    tcp_ = a.kind == wire::Address::Kind::kTcp;
+    return server_.listen(a);
+  }
 
   // Runs until finish() or fail(); then lets the last frames reach the
   // ranks. `tick` runs every few milliseconds; an error from it (a rank's
@@ -120,6 +126,8 @@ class LiveSession : private wire::ServerHandler {
   SteadyClock::time_point started_;
   Status failed_;
   bool finished_ = false;
+  bool tcp_ = false;         // listening on TCP (listen)
+  int strangers_named_ = 0;  // dropped peers said on stderr
 };
 
 }  // namespace prism::runtime

@@ -4,6 +4,8 @@
 // process (wire/in_process.h), but where a test writes to its socket by hand.
 #include "runtime/coordinator.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -49,6 +51,7 @@ Address where(Address::Kind kind) {
   static int n = 0;
   const std::string name = "c" + std::to_string(n++);
   if (kind == Address::Kind::kInProcess) return Address{kind, "coordinator-test-" + name, "", 0};
+  if (kind == Address::Kind::kTcp) return Address{kind, "", "127.0.0.1", 0};  // any free port
   const auto dir =
       std::filesystem::temp_directory_path() / ("prism-coord-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -366,6 +369,30 @@ TEST(CoordinatorTest, GarbageEndsTheEmulation) {
   ASSERT_FALSE(out.is_ok());
   EXPECT_THAT(out.status().message(), HasSubstr("a peer that never said hello"));
   EXPECT_THAT(out.status().message(), HasSubstr("bad magic"));
+}
+
+// On TCP anyone who reaches the port can connect: garbage from a peer that
+// never said hello is dropped, and the real rank runs to the end.
+TEST(CoordinatorTest, GarbageOnTcpIsDroppedAndTheRunGoesOn) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0}, false, 5000ms, Address::Kind::kTcp);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(c.address.port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  Rank0 r(c.address);
+  r.all_reduce(0, 100);
+  EXPECT_EQ(r.wait(0, 100), 1900);
+  r.all_reduce(1, 1950);
+  EXPECT_EQ(r.wait(1, 1950), 3450);
+  r.send(Bye{0, 3450});
+  const Result<CoordinatorResult> out = c.result();
+  ::close(fd);
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
 }
 
 TEST(CoordinatorTest, SilentRankTimesOut) {
