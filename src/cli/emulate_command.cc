@@ -31,6 +31,14 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
                    "Where real ranks reach the coordinator: tcp:HOST:PORT for ranks on other "
                    "hosts (default: a private Unix socket)")
       ->type_name("ADDRESS");
+  app_->add_flag("--external-ranks", options_.external_ranks,
+                 "Start no real rank: they are started elsewhere (another host's launcher) and "
+                 "connect to --listen tcp:HOST:PORT; their environment goes to --rank-env "
+                 "(docs/emulate.md, \"Real ranks on other hosts\")");
+  app_->add_option("--rank-env", options_.external_env_path,
+                   "With --external-ranks: write the environment every real rank needs "
+                   "(NAME=VALUE lines, mode 0600: it holds the run's secret) to FILE")
+      ->type_name("FILE");
   app_->add_option("--timeout", options_.timeout_s,
                    "Seconds a real rank may take to connect, or stay silent while the emulation "
                    "waits for it")
@@ -64,8 +72,8 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
                    "Write the job's graph (built, or captured from the program) to FILE")
       ->type_name("FILE");
   memory_.add_to(app_);
-  app_->add_option("PROGRAM", options_.program, "The program to run for each real rank, after --")
-      ->required()
+  app_->add_option("PROGRAM", options_.program,
+                   "The program to run for each real rank, after -- (none with --external-ranks)")
       ->type_name("PROGRAM ARGS...");
 }
 
@@ -79,8 +87,8 @@ Result<int> EmulateCommand::run() const {
   catch_termination_signals();
   runtime::EmulationOptions o = options_;
   PRISM_ASSIGN_OR_RETURN(o.nccl, nccl_.selection());
-  PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--report", "--trace", "--save-graph"},
-                                           job_.job_path, "job spec"));
+  PRISM_RETURN_IF_ERROR(check_output_files(
+      *app_, {"--report", "--trace", "--save-graph", "--rank-env"}, job_.job_path, "job spec"));
   // The option blocks shared with other commands; the rest went straight
   // into options_.
   o.job = job_;

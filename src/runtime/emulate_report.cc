@@ -102,6 +102,7 @@ std::string format_emulate_json(const EmulateSummary& s) {
   j["simulated_ranks"] = s.emulated.replay.simulated_ranks;
   j["op_events"] = s.emulated.replay.op_events;
   j["host"] = {{"cores", s.host_cores}, {"oversubscribed", s.oversubscribed()}};
+  if (s.external) j["host"]["external_ranks"] = true;
   return j.dump(2) + "\n";
 }
 

@@ -25,8 +25,9 @@ struct EmulateSummary {
   // The host the real ranks and the coordinator ran on: more of them than
   // cores, and their compute slowed each other (times are upper bounds).
   int host_cores = 0;
+  bool external = false;  // the real ranks ran on other hosts (--external-ranks)
   bool oversubscribed() const {
-    return host_cores > 0 && static_cast<int>(emulated.live.size()) + 1 > host_cores;
+    return !external && host_cores > 0 && static_cast<int>(emulated.live.size()) + 1 > host_cores;
   }
   // The headline: the emulated iteration, never below a real rank's own
   // (the replay's is its ranks' longest iteration; a real rank's mean

@@ -49,6 +49,40 @@ std::vector<SimTime> predicted_times(const ReplayResult& r, const std::vector<Ra
   return out;
 }
 
+// Who starts the real ranks: this run (PROGRAM), or a launcher elsewhere
+// (--external-ranks, which needs a TCP --listen, --rank-env and a graph that
+// is not captured here, since capturing starts the program).
+Status check_launch(const EmulationOptions& o, const PreparedJob& job) {
+  if (!o.external_ranks) {
+    if (o.program.empty())
+      return Status::invalid_argument(
+          "no PROGRAM to run for the real ranks (after --), and no --external-ranks");
+    if (!o.external_env_path.empty())
+      return Status::invalid_argument("--rank-env is for --external-ranks");
+    return Status::ok();
+  }
+  if (!o.program.empty())
+    return Status::invalid_argument(
+        "--external-ranks starts no real rank here: drop the PROGRAM after -- and start it with "
+        "your own launcher, with the environment of --rank-env");
+  const bool tcp = !o.listen.empty() && wire::parse_address(o.listen).is_ok() &&
+                   wire::parse_address(o.listen).value().kind == wire::Address::Kind::kTcp;
+  if (!tcp)
+    return Status::invalid_argument(
+        "--external-ranks needs --listen tcp:HOST:PORT, an address of this host that the real "
+        "ranks' hosts reach (the rendezvous store listens on HOST too)");
+  if (o.external_env_path.empty())
+    return Status::invalid_argument(
+        "--external-ranks needs --rank-env FILE: where the environment the real ranks need "
+        "(the coordinator, the store, the run's secret) is written");
+  if (!job.job.has_model && o.graph_path.empty())
+    return Status::invalid_argument(fmt::format(
+        "--external-ranks: job '{}' describes a program, whose graph comes from capturing it "
+        "here; give --graph FILE (an earlier run's --save-graph)",
+        job.job.name));
+  return Status::ok();
+}
+
 // An option that only a capture uses, as given ("--slices DIR"), or empty.
 std::string capture_only_option(const EmulationOptions& o) {
   if (!o.slices_dir.empty()) return "--slices " + o.slices_dir;
@@ -78,6 +112,10 @@ Result<EmulationResult> Emulation::run() {
   progress(fmt::format("writing {}...", graph_path));
   PRISM_RETURN_IF_ERROR(save_graph(g, graph_path));
   env_.graph = graph_path;
+  // Ranks on other hosts cannot read the private directory: --graph's file
+  // (on a file system they share) is theirs.
+  if (options_.external_ranks && !options_.graph_path.empty())
+    env_.graph = std::filesystem::absolute(options_.graph_path).string();
 
   EmulationResult out;
   PRISM_ASSIGN_OR_RETURN(out.summary.emulated, emulate());
@@ -86,6 +124,8 @@ Result<EmulationResult> Emulation::run() {
   s.job = job_.job.name;
   s.world_size = g.world_size();
   for (const std::string& a : options_.program) s.program += (s.program.empty() ? "" : " ") + a;
+  if (options_.external_ranks) s.program = "started elsewhere (--external-ranks)";
+  s.external = options_.external_ranks;
   s.predicted_iteration_time = pure.iteration_time;
   s.predicted = predicted_times(pure, real_);
   s.host_cores = host_cores();
@@ -104,6 +144,7 @@ Status Emulation::prepare() {
     return Status::invalid_argument(
         fmt::format("--save-graph {} is the --graph it would overwrite", o.save_graph_path));
   PRISM_ASSIGN_OR_RETURN(job_, prepare_job(o.job, /*program_ok=*/true));
+  PRISM_RETURN_IF_ERROR(check_launch(o, job_));
   PRISM_ASSIGN_OR_RETURN(models_.device, o.memory.device(job_.gpu.name));
   models_.nccl = o.nccl;
   const int world = job_.job.num_gpus;
@@ -118,6 +159,7 @@ Status Emulation::prepare() {
   PRISM_ASSIGN_OR_RETURN(dir_, make_private_dir());
   env_ = RankEnvironment{
       world, job_.job.cluster.gpus_per_node, "", "", o.master_port, o.timeout_s, make_run_secret()};
+  if (o.external_ranks) env_.store_host = wire::parse_address(o.listen).value().host;
   return Status::ok();
 }
 
@@ -178,12 +220,37 @@ Result<CoordinatorResult> Emulation::emulate() {
     if (!wire::is_loopback(where))
       fmt::print(stderr,
                  "prism emulate: warning: --listen {}: the coordinator is reachable from other "
-                 "hosts, and whoever reaches it first can say hello as a real rank; listen on "
-                 "127.0.0.1 or a Unix socket unless real ranks run on other hosts\n",
+                 "hosts (a rank must show the run's secret, but anyone can reach the port); "
+                 "listen on 127.0.0.1 or a Unix socket unless real ranks run on other hosts\n",
                  where.to_string());
   }
   PRISM_ASSIGN_OR_RETURN(const wire::Address bound, coordinator.listen(where));
+  if (options_.external_ranks) return run_external_ranks(coordinator, bound);
   return run_real_ranks(coordinator, bound.to_string());
+}
+
+// --external-ranks: no rank is started here. The store listens on the
+// coordinator's host, the ranks' environment goes to --rank-env, and the
+// coordinator waits for the listed ranks (--timeout names the missing).
+Result<CoordinatorResult> Emulation::run_external_ranks(Coordinator& coordinator,
+                                                        const wire::Address& address) {
+  env_.coordinator = address.to_string();
+  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store, start_store(env_, real_));
+  env_.master_port = store->port();
+  const std::string& path = options_.external_env_path;
+  PRISM_RETURN_IF_ERROR(write_file_atomic(path, external_env_text(env_)));
+  std::error_code ec;  // it holds the run's secret: the user's alone
+  std::filesystem::permissions(
+      path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
+  if (ec) return Status::io_error(fmt::format("--rank-env {}: {}", path, ec.message()));
+  progress(fmt::format(
+      "waiting for {} external real ranks ({}) of {} to connect to {} within {:g} s; each needs "
+      "the environment in {} and its own RANK and LOCAL_RANK",
+      real_.size(), options_.real_ranks, graph_->world_size(), env_.coordinator, options_.timeout_s,
+      path));
+  Result<CoordinatorResult> done = coordinator.run([] { return interruption(); });
+  PRISM_RETURN_IF_ERROR(interruption());
+  return done;
 }
 
 // Starts the store and the real ranks, runs the coordinator until every

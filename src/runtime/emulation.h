@@ -50,6 +50,12 @@ struct EmulationOptions {
   std::string graph_path;           // emulate against this graph file
   std::string slices_dir;           // a program's captures written there
   std::optional<int> capture_jobs;  // roles captured at once; unset: 1
+  // The real ranks are started elsewhere (another host's launcher): none is
+  // started here; the coordinator (on --listen tcp) and the store (on its
+  // host) wait for them, and the environment they need is written to
+  // external_env_path (mode 0600: it holds the run's secret).
+  bool external_ranks = false;
+  std::string external_env_path;
 };
 
 struct EmulationResult {
@@ -78,6 +84,8 @@ class Emulation {
   Result<ReplayResult> predict() const;
   Result<CoordinatorResult> emulate();
   Result<CoordinatorResult> run_real_ranks(Coordinator& coordinator, const std::string& address);
+  Result<CoordinatorResult> run_external_ranks(Coordinator& coordinator,
+                                               const wire::Address& address);
 
   EmulationOptions options_;
   PreparedJob job_;

@@ -1,6 +1,7 @@
 #include "runtime/live_session.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace prism::runtime {
 namespace {
@@ -158,16 +159,16 @@ void LiveSession::on_close(wire::PeerId id, const Status& why) {
 
 // Until every rank is connected, the session waits for the missing ones.
 Status LiveSession::check_timeouts(SteadyClock::time_point now) {
-  bool all_connected = true;
-  for (const auto& [r, p] : peers_) {
-    if (p.id) continue;
-    all_connected = false;
-    if (now - started_ > options_.timeout)
-      return Status::deadline_exceeded(
-          fmt::format("{} {} did not connect within {}", options_.noun, r, seconds_of_timeout()));
-  }
-  if (!all_connected) return Status::ok();
-  return policy_.check(now);
+  std::vector<Rank> missing;
+  for (const auto& [r, p] : peers_)
+    if (!p.id) missing.push_back(r);
+  if (missing.empty()) return policy_.check(now);
+  if (now - started_ <= options_.timeout) return Status::ok();
+  if (missing.size() == 1)
+    return Status::deadline_exceeded(fmt::format("{} {} did not connect within {}", options_.noun,
+                                                 missing[0], seconds_of_timeout()));
+  return Status::deadline_exceeded(fmt::format("{}s {} did not connect within {}", options_.noun,
+                                               fmt::join(missing, ", "), seconds_of_timeout()));
 }
 
 }  // namespace prism::runtime

@@ -33,7 +33,7 @@ Env rank_env(const RankEnvironment& e, Rank rank) {
           {"LOCAL_WORLD_SIZE", std::to_string(per_node)},
           {"GROUP_RANK", std::to_string(rank / per_node)},
           {"NODE_RANK", std::to_string(rank / per_node)},
-          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_ADDR", e.store_host},
           {"MASTER_PORT", std::to_string(e.master_port)},
           {"TORCHELASTIC_USE_AGENT_STORE", "True"},
           {"TORCHELASTIC_RESTART_COUNT", "0"},  // read with the agent's store
@@ -46,6 +46,18 @@ Env rank_env(const RankEnvironment& e, Rank rank) {
     env.emplace_back("PYTHONPATH", old != nullptr && *old != '\0' ? py + ":" + old : py);
   }
   return env;
+}
+
+std::string external_env_text(const RankEnvironment& e) {
+  std::string s;
+  for (const auto& [k, v] : rank_env(e, 0)) {
+    // Per rank (the launcher's), or this host's own Python path.
+    if (k == "RANK" || k == "LOCAL_RANK" || k == "GROUP_RANK" || k == "NODE_RANK" ||
+        k == "PYTHONPATH")
+      continue;
+    s += fmt::format("{}={}\n", k, v);
+  }
+  return s;
 }
 
 std::string make_run_secret() {
@@ -73,11 +85,11 @@ Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
                  "speak its protocol; they are not named\n");
   };
   Result<std::unique_ptr<RendezvousStore>> store =
-      RendezvousStore::start("127.0.0.1", static_cast<std::uint16_t>(e.master_port), o);
+      RendezvousStore::start(e.store_host, static_cast<std::uint16_t>(e.master_port), o);
   if (!store.is_ok())
-    return store.status().with_context(fmt::format(
-        "the rendezvous store at 127.0.0.1:{} (MASTER_PORT; --master-port 0 picks a free one)",
-        e.master_port));
+    return store.status().with_context(
+        fmt::format("the rendezvous store at {}:{} (MASTER_PORT; --master-port 0 picks a free one)",
+                    e.store_host, e.master_port));
   return store;
 }
 

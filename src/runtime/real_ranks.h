@@ -26,6 +26,9 @@ struct RankEnvironment {
   int master_port = 29500;  // the rendezvous store's port on 127.0.0.1
   double timeout_s = 600;
   std::string secret;  // the run's, for the ranks' hello ($PRISM_SECRET)
+  // Where the rendezvous store listens (MASTER_ADDR): loopback, or the
+  // --listen host when real ranks run on other hosts (--external-ranks).
+  std::string store_host = "127.0.0.1";
 
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
@@ -41,6 +44,10 @@ Env rank_env(const RankEnvironment& e, Rank rank);
 
 // A new run's secret: 32 hex digits from the system's random source.
 std::string make_run_secret();
+
+// What every external real rank needs in its environment besides its own
+// RANK and LOCAL_RANK (--external-ranks), as lines `NAME=VALUE`.
+std::string external_env_text(const RankEnvironment& e);
 
 // The directory holding PrismLLM's Python package and sitecustomize
 // (build/python beside build/bin), or empty when this build has none.

@@ -13,11 +13,13 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "runtime/launcher.h"
 #include "util/file.h"
 
 namespace prism::runtime {
@@ -212,6 +214,94 @@ TEST_F(EmulationTest, RealRanksInheritNoneOfTheCoordinatorsDescriptors) {
   }
   EXPECT_GE(seen[0], 3) << out;
   EXPECT_GE(seen[15], 3) << out;
+}
+
+// --external-ranks: nothing is started here. The test plays the other hosts'
+// launcher: it reads --rank-env and starts rank_player as ranks 0 and 3.
+TEST_F(EmulationTest, ExternalRanksConnectWithTheEnvironmentOfRankEnv) {
+  EmulationOptions o = options("0,3");
+  o.program.clear();
+  o.external_ranks = true;
+  o.listen = "tcp:127.0.0.1:0";
+  o.external_env_path = tmp_ + "/rank.env";
+  o.timeout_s = 30;
+  Result<EmulationResult> r = Status::internal("not run");
+  std::thread coordinator([&] { r = Emulation(o).run(); });
+  for (int i = 0; i < 600 && !fs::exists(o.external_env_path); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(o.external_env_path));
+  EXPECT_EQ(fs::status(o.external_env_path).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);  // it holds the secret
+  Result<std::string> text = read_file(o.external_env_path);
+  ASSERT_TRUE(text.is_ok());
+  Env env;
+  std::istringstream lines(text.value());
+  for (std::string line; std::getline(lines, line);)
+    env.emplace_back(line.substr(0, line.find('=')), line.substr(line.find('=') + 1));
+  std::map<std::string, std::string> vars(env.begin(), env.end());
+  EXPECT_EQ(vars.at("WORLD_SIZE"), "16");
+  EXPECT_EQ(vars.at("MASTER_ADDR"), "127.0.0.1");
+  EXPECT_EQ(vars.at("PRISM_SECRET").size(), 32u);
+  EXPECT_THAT(vars.at("PRISM_COORDINATOR"), HasSubstr("tcp:127.0.0.1:"));
+  EXPECT_FALSE(vars.contains("RANK"));  // each rank's own, from its launcher
+  Launcher launcher(stdio_sink(stdout, stderr));
+  for (Rank rank : {0, 3}) {
+    Env e = env;
+    e.emplace_back("RANK", std::to_string(rank));
+    e.emplace_back("LOCAL_RANK", std::to_string(rank));
+    ASSERT_TRUE(launcher.start(rank, {kPlayer}, e).is_ok());
+  }
+  coordinator.join();
+  for (const RankExit& e : launcher.wait_all(std::chrono::seconds(30), [] { return false; }))
+    EXPECT_EQ(e.code, 0) << e.describe();
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  const EmulateSummary& s = r.value().summary;
+  ASSERT_EQ(s.emulated.live.size(), 2u);
+  EXPECT_EQ(s.emulated.live[1].rank, 3);
+  EXPECT_GT(s.emulated.live[1].ops, 0);
+  EXPECT_EQ(s.program, "started elsewhere (--external-ranks)");
+  EXPECT_FALSE(s.oversubscribed());  // the ranks are not this host's
+}
+
+TEST_F(EmulationTest, ExternalRanksThatNeverComeAreNamed) {
+  EmulationOptions o = options("0,3,5");
+  o.program.clear();
+  o.external_ranks = true;
+  o.listen = "tcp:127.0.0.1:0";
+  o.external_env_path = tmp_ + "/rank.env";
+  o.timeout_s = 0.5;
+  Result<EmulationResult> r = Emulation(o).run();
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("live ranks 0, 3, 5 did not connect within 0.5 s"));
+}
+
+TEST_F(EmulationTest, ExternalRanksNeedWhatTheyCannotDoWithout) {
+  const auto refused = [&](EmulationOptions o, const std::string& why) {
+    Result<EmulationResult> r = Emulation(o).run();
+    ASSERT_FALSE(r.is_ok()) << why;
+    EXPECT_THAT(r.status().message(), HasSubstr(why));
+  };
+  EmulationOptions o = options("0");
+  o.external_ranks = true;
+  o.listen = "tcp:127.0.0.1:0";
+  o.external_env_path = tmp_ + "/rank.env";
+  refused(o, "--external-ranks starts no real rank here: drop the PROGRAM");
+  o.program.clear();
+  EmulationOptions unix_socket = o;
+  unix_socket.listen = "unix:" + tmp_ + "/c.sock";
+  refused(unix_socket, "--external-ranks needs --listen tcp:HOST:PORT");
+  EmulationOptions no_env = o;
+  no_env.external_env_path.clear();
+  refused(no_env, "--external-ranks needs --rank-env FILE");
+  EmulationOptions captured = o;
+  captured.job.job_path = PRISM_SOURCE_DIR "/examples/jobs/ddp-gpt-64.yaml";
+  refused(captured, "describes a program, whose graph comes from capturing it here; give --graph");
+  EmulationOptions no_program = options("0");
+  no_program.program.clear();
+  refused(no_program, "no PROGRAM to run for the real ranks");
+  EmulationOptions stray_env = options("0");
+  stray_env.external_env_path = tmp_ + "/rank.env";
+  refused(stray_env, "--rank-env is for --external-ranks");
 }
 
 }  // namespace
