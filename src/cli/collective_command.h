@@ -1,7 +1,8 @@
-// `prism collective`: an nccl-tests-style table (size, time, algbw, busbw,
-// algorithm, protocol, channels) of one operation over every GPU of a
-// cluster, from the NCCL-faithful collective model; --report writes the same
-// rows as JSON. docs/cli.md documents every option.
+// `prism collective`: nccl-tests' table (size, count, type, redop, root,
+// out-of-place and in-place time, algbw, busbw, #wrong; then the algorithm,
+// protocol and channels) of one operation over every GPU of a cluster, from
+// the NCCL-faithful collective model, with nccl-tests' flags; --report
+// writes the same rows as JSON. docs/cli.md documents every option.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,13 @@ class CollectiveCommand {
   std::string algo_;
   std::string proto_;
   std::string report_path_;
+  std::string redop_ = "sum";
+  int root_ = 0;
+  int iters_ = 20;
+  int warmup_ = 5;
+  int threads_ = 1;
+  std::int64_t gpus_per_thread_ = 0;
+  int check_ = 1;
 };
 
 }  // namespace prism

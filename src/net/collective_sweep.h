@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/nccl_tests_names.h"
 #include "net/nccl_tuner.h"
 #include "util/status.h"
 #include "util/units.h"
@@ -35,6 +36,13 @@ struct SweepOptions {
   std::int64_t min_bytes = 8;
   std::int64_t max_bytes = std::int64_t{8} << 30;
   std::int64_t step_factor = 2;  // nccl-tests -f
+  // nccl-tests' other options, printed as it prints them; the model's times
+  // do not depend on them (NCCL's tuning ignores the reduction, the root
+  // and the iterations).
+  TestRedop redop = TestRedop::kSum;  // -o
+  int root = 0;                       // -r: broadcast and reduce
+  int iters = 20, warmup_iters = 5;   // -n, -w
+  int threads = 1;                    // -t: nThread (nGpus is the communicator / threads)
 };
 
 struct SweepRow {

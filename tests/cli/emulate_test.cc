@@ -161,7 +161,7 @@ TEST_F(EmulateTest, RejectsBadArguments) {
   EXPECT_EQ(r.err, "error: rank 0: cannot run '/nonexistent/program': No such file or directory\n");
   r = run_prism({"emulate", kJob, "--real-ranks", "0"}, tmp_);
   EXPECT_EQ(r.exit_status, 1);
-  EXPECT_THAT(r.err, HasSubstr("PROGRAM is required"));
+  EXPECT_THAT(r.err, HasSubstr("no PROGRAM to run for the real ranks (after --), and no --external-ranks"));
 }
 
 TEST_F(EmulateTest, AGivenGraphIsEmulatedInsteadOfTheModels) {
