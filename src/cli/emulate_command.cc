@@ -68,6 +68,15 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
       ->check(CLI::Range(1, 1024))
       ->capture_default_str()
       ->excludes(graph);
+  app_->add_option("--capture-ranks", options_.capture_ranks,
+                   "Capture these ranks too, each checked op by op against its role's captured "
+                   "rank, e.g. 0,63")
+      ->type_name("LIST")
+      ->excludes(graph);
+  app_->add_flag("!--no-verify-roles", options_.verify_roles,
+                 "Capture one rank per role only (by default a second rank of each role is "
+                 "captured and checked against the first)")
+      ->excludes(graph);
   app_->add_option("--save-graph", options_.save_graph_path,
                    "Write the job's graph (built, or captured from the program) to FILE")
       ->type_name("FILE");

@@ -87,6 +87,8 @@ Status check_launch(const EmulationOptions& o, const PreparedJob& job) {
 std::string capture_only_option(const EmulationOptions& o) {
   if (!o.slices_dir.empty()) return "--slices " + o.slices_dir;
   if (o.capture_jobs) return fmt::format("--capture-jobs {}", *o.capture_jobs);
+  if (!o.capture_ranks.empty()) return "--capture-ranks " + o.capture_ranks;
+  if (!o.verify_roles) return "--no-verify-roles";
   return "";
 }
 
@@ -184,6 +186,12 @@ Status Emulation::choose_graph() {
     graph_ = &job_.built.graph;
   } else {
     SliceCaptureRun run{real_, o.program, env_, dir_, o.slices_dir, o.capture_jobs.value_or(1)};
+    run.verify = o.verify_roles;
+    if (!o.capture_ranks.empty()) {
+      Result<std::vector<Rank>> also = parse_rank_list(o.capture_ranks, job_.job.num_gpus);
+      if (!also.is_ok()) return also.status().with_context("--capture-ranks");
+      run.also = std::move(also).value();
+    }
     PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, capture_slices(job_, run));
     owned_ = std::move(sliced.graph);
   }

@@ -50,6 +50,8 @@ struct EmulationOptions {
   std::string graph_path;           // emulate against this graph file
   std::string slices_dir;           // a program's captures written there
   std::optional<int> capture_jobs;  // roles captured at once; unset: 1
+  bool verify_roles = true;         // a second rank of each role captured and checked
+  std::string capture_ranks;        // more ranks to capture and check ("3,62")
   // The real ranks are started elsewhere (another host's launcher): none is
   // started here; the coordinator (on --listen tcp) and the store (on its
   // host) wait for them, and the environment they need is written to

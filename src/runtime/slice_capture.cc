@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -66,12 +67,19 @@ Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
 // Captures role `ri` as `rank`, writes it to --slices, and reads its program
 // from the captured messages.
 Result<RankProgram> capture_role(const PreparedJob& p, const SliceCaptureRun& run,
-                                 const SliceRoles& roles, std::size_t ri, Rank rank,
+                                 const SliceRoles& roles, std::size_t ri, Rank rank, bool check,
                                  const std::atomic<bool>& stop, bool& stopped) {
-  fmt::print(stderr,
-             "prism emulate: capturing role {} of {} ({}, {} ranks): rank {} runs with virtual "
-             "peers that answer at once\n",
-             ri + 1, roles.names.size(), roles.names[ri], roles.ranks[ri].size(), rank);
+  if (check) {
+    fmt::print(stderr,
+               "prism emulate: checking role {} of {} ({}): rank {} runs too, to be compared op "
+               "by op with the role's representative\n",
+               ri + 1, roles.names.size(), roles.names[ri], rank);
+  } else {
+    fmt::print(stderr,
+               "prism emulate: capturing role {} of {} ({}, {} ranks): rank {} runs with virtual "
+               "peers that answer at once\n",
+               ri + 1, roles.names.size(), roles.names[ri], roles.ranks[ri].size(), rank);
+  }
   PRISM_ASSIGN_OR_RETURN(const RankCapture captured,
                          capture_rank(p, run, roles.layout, rank, stop, stopped));
   if (!run.slices_dir.empty())
@@ -102,6 +110,29 @@ std::vector<Rank> captured_ranks(const SliceRoles& roles, const std::vector<Rank
   return rank_of;
 }
 
+// What is captured, in order: each role's representative, then (run.verify)
+// a second rank of each role of more than one, then run.also's ranks not
+// captured already, each with its role.
+std::vector<std::pair<std::size_t, Rank>> capture_tasks(const SliceRoles& roles,
+                                                        const std::vector<Rank>& rank_of,
+                                                        const SliceCaptureRun& run) {
+  std::vector<std::pair<std::size_t, Rank>> tasks;
+  std::set<Rank> taken;
+  const auto add = [&](std::size_t ri, Rank r) {
+    if (taken.insert(r).second) tasks.emplace_back(ri, r);
+  };
+  for (std::size_t ri = 0; ri < rank_of.size(); ++ri) add(ri, rank_of[ri]);
+  if (run.verify) {
+    for (std::size_t ri = 0; ri < rank_of.size(); ++ri) {
+      const std::vector<Rank>& ranks = roles.ranks[ri];
+      if (ranks.size() > 1) add(ri, ranks.back() != rank_of[ri] ? ranks.back() : ranks.front());
+    }
+  }
+  for (Rank r : run.also)
+    add(static_cast<std::size_t>(roles.role_of_rank[static_cast<std::size_t>(r)]), r);
+  return tasks;
+}
+
 }  // namespace
 
 Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run) {
@@ -112,8 +143,9 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
     std::filesystem::create_directories(run.slices_dir, ec);
     if (ec) return Status::io_error(fmt::format("--slices {}: {}", run.slices_dir, ec.message()));
   }
-  const std::size_t n = roles.names.size();
   const std::vector<Rank> rank_of = captured_ranks(roles, run.real);
+  const std::vector<std::pair<std::size_t, Rank>> tasks = capture_tasks(roles, rank_of, run);
+  const std::size_t n = tasks.size();
   // Up to run.jobs workers take the roles in order; the first failure stops
   // the captures under way and starts no more.
   struct Slot {
@@ -126,7 +158,8 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
   const auto work = [&] {
     for (std::size_t ri; !failed.load() && (ri = next.fetch_add(1)) < n;) {
       Slot& s = slots[ri];
-      s.result = capture_role(p, run, roles, ri, rank_of[ri], failed, s.stopped);
+      const auto [role, rank] = tasks[ri];
+      s.result = capture_role(p, run, roles, role, rank, rank != rank_of[role], failed, s.stopped);
       if (!s.result->is_ok()) failed = true;
     }
   };
@@ -148,11 +181,17 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
     PRISM_CHECK(s.result && s.result->is_ok(), "a role neither captured nor failed");
     captured.push_back(std::move(*s.result).value());
   }
-  PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced,
-                         graph_from_slices(p.job, nullptr, std::move(captured)));
+  Result<SlicedGraph> built = graph_from_slices(p.job, nullptr, std::move(captured));
+  if (!built.is_ok() && n > rank_of.size()) {
+    // A check failed: say what it means before anyone emulates.
+    return built.status().with_detail(
+        "; each role runs one program, found here before any emulation (splitting a role "
+        "whose ranks differ is not supported yet; --no-verify-roles skips the check, and the "
+        "emulation then fails where the ranks differ)");
+  }
+  PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, std::move(built));
   fmt::print(stderr, "prism emulate: the graph of {} ranks, built from {} captured {}:\n{}",
-             sliced.graph.world_size(), sliced.roles.size(),
-             sliced.roles.size() == 1 ? "rank" : "ranks", format_slice_report(sliced));
+             sliced.graph.world_size(), n, n == 1 ? "rank" : "ranks", format_slice_report(sliced));
   return sliced;
 }
 

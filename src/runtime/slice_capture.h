@@ -22,15 +22,24 @@ struct SliceCaptureRun {
   std::string socket_dir;  // a private directory for the captures' sockets
   std::string slices_dir;  // when set, each capture is written there as slice-rank<N>.json
   int jobs = 1;            // captures run side by side (each with a free port for its store)
+  // Each role of more than one rank is also captured as a second rank (its
+  // last, or its first when the last is the representative), checked
+  // against the representative op by op before any emulation: a
+  // rank-dependent program is found here, not mid-run.
+  bool verify = true;
+  std::vector<Rank> also;  // more ranks to capture and check (--capture-ranks)
 };
 
 // Builds the graph of a program's job (no model section) from captures:
 // for each role of the job's layout (slicing/slices.h), one rank runs
 // the program with virtual peers that answer at once
-// (runtime/program_capture.h), run.jobs roles at a time in role order, with
-// progress on stderr. Each role's rank is its lowest real rank, else its
-// lowest rank. The first capture to fail stops the others; its error is
-// the one returned (the lowest role's, when several fail on their own).
+// (runtime/program_capture.h), run.jobs captures at a time in role order,
+// with progress on stderr. Each role's rank is its lowest real rank, else
+// its lowest rank; with run.verify a second rank of each role, and the
+// ranks of run.also, are captured too and checked against it (the role
+// table says by whom). The first capture to fail stops the others; its
+// error is the one returned (the lowest role's, when several fail on their
+// own).
 Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run);
 
 }  // namespace prism::runtime
