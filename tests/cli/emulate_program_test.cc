@@ -156,7 +156,8 @@ TEST_F(EmulateProgramTest, APipelineIsCapturedStageByStageThenBuiltAndReused) {
   // The same captures build the same graph, byte for byte.
   r = run_prism(args({"build", "--from-slices", "{tmp}/slices", "-o", "{tmp}/b.json"}, {}), tmp_);
   ASSERT_EQ(r.exit_status, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("  stage1          2      2  captured rank 2\n"));
+  EXPECT_THAT(r.out, HasSubstr("  stage1          2      2  captured rank 2; the same program as "
+                               "captured rank 3\n"));
   EXPECT_EQ(slurp(tmp_ + "/b.json"), slurp(tmp_ + "/g.json"));
 
   // --graph: no capture, the program runs against the graph it was given.
