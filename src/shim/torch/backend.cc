@@ -176,6 +176,55 @@ Work PrismBackend::allgather_coalesced(TensorLists& output_lists, std::vector<at
                  }});
 }
 
+#if TORCH_VERSION_MAJOR >= 2
+Work PrismBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                   std::vector<at::Tensor>& inputs,
+                                                   const c10d::AllgatherOptions&) {
+  const char* name = "allgather_into_tensor_coalesced";
+  TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(), "prism: ", name, ": ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  const std::uint32_t group = inputs.size() > 1 ? Session::get().new_group_id() : 0;
+  Call call{name, OpType::COALESCED, {}, outputs, {}};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Payload p = payload_of(inputs[i], name);
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_, "prism: ", name, ": output ", i,
+                " of ", outputs[i].numel(), " elements for an input of ", inputs[i].numel(),
+                " in a group of ", size_);
+    call.ops.push_back(op(PRISM_ALL_GATHER, p.dtype, bytes_of(outputs[i]), 0, 0, group));
+  }
+  call.effect = [outputs, inputs, n = size_] {
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      fill_slots(outputs[i].view({n, -1}).unbind(0), inputs[i].reshape({-1}));
+  };
+  return launch(std::move(call));
+}
+
+Work PrismBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                   std::vector<at::Tensor>& inputs,
+                                                   const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter_tensor_coalesced";
+  check_reduce_op(opts.reduceOp, name);
+  TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(), "prism: ", name, ": ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  const std::uint32_t group = inputs.size() > 1 ? Session::get().new_group_id() : 0;
+  Call call{name, OpType::COALESCED, {}, outputs, {}};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Payload p = payload_of(inputs[i], name);
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, "prism: ", name, ": input ", i,
+                " of ", inputs[i].numel(), " elements for an output of ", outputs[i].numel(),
+                " in a group of ", size_);
+    call.ops.push_back(op(PRISM_REDUCE_SCATTER, p.dtype, p.bytes, 0, 0, group));
+  }
+  call.effect = [outputs, inputs, me = rank_, r = opts.reduceOp, n = size_] {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      fill_slots({outputs[i]}, inputs[i].reshape({n, -1})[me]);
+      reduce_identical(outputs[i], r, n);
+    }
+  };
+  return launch(std::move(call));
+}
+#endif
+
 // NCCL has no gather: ProcessGroupNCCL issues one send per non-root rank and
 // the root's receives, in one group. The graph of a captured NCCL program
 // has those, so the emulation enters the same.
