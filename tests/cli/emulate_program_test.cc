@@ -130,21 +130,14 @@ TEST_F(EmulateProgramTest, TensorParallelGptRunsAsOneRealRankOfItsMesh) {
 // and the predicted iteration. Returns the report's real rank; the graph in
 // `graph`.
 nlohmann::json emulate_program(const std::string& tmp, const std::string& job, int rank,
-                               std::vector<std::string> program, nlohmann::json* graph) {
-  std::vector<std::string> args = {"emulate",
-                                   job,
-                                   "--real-ranks",
-                                   std::to_string(rank),
-                                   "--master-port",
-                                   "0",
-                                   "--report",
-                                   "{tmp}/r.json",
-                                   "--save-graph",
-                                   "{tmp}/g.json",
-                                   "--",
-                                   "env",
-                                   "OMP_NUM_THREADS=1",
-                                   kPython};
+                               std::vector<std::string> program, nlohmann::json* graph,
+                               const std::vector<std::string>& options = {}) {
+  std::vector<std::string> args = {
+      "emulate", job,        "--real-ranks", std::to_string(rank), "--master-port",
+      "0",       "--report", "{tmp}/r.json", "--save-graph",       "{tmp}/g.json"};
+  args.insert(args.end(), options.begin(), options.end());
+  for (const char* a : {"--", "env", "OMP_NUM_THREADS=1"}) args.emplace_back(a);
+  args.push_back(kPython);
   args.insert(args.end(), program.begin(), program.end());
   const RunResult r = run_prism(args, tmp);
   EXPECT_EQ(r.exit_status, 0) << r.out << r.err;
@@ -217,6 +210,42 @@ TEST_F(EmulateProgramTest, TensorAndSequenceParallelGptRunsAsOneRealRankOfSixtyF
   EXPECT_GT(n["all_gather"], 0);
   EXPECT_GT(n["reduce_scatter"], 0);
   EXPECT_GT(n["all_reduce"], 0);
+}
+
+// torch.distributed.pipelining in 2 stages of 32 data-parallel ranks, as
+// rank 33 (stage 1's second replica; the stages captured side by side):
+// Schedule1F1B, and ScheduleInterleaved1F1B with stages 1 and 3 on it. The
+// schedules' batch_isend_irecv are coalesced into groups (without, 1F1B
+// waited forever: each stage's send before its receive on one stream).
+void expect_pipeline(const std::string& tmp, const std::string& schedule) {
+  nlohmann::json graph;
+  const auto rank =
+      emulate_program(tmp, "examples/jobs/torch-pipelining-64.yaml", 33,
+                      {"examples/torch_pipelining/train.py", "--schedule", schedule, "--steps=3"},
+                      &graph, {"--capture-jobs", "2"});
+  ASSERT_FALSE(rank.is_null());
+  ASSERT_EQ(graph["roles"].size(), 2u);
+  for (std::size_t role = 0; role < 2; ++role) {
+    SCOPED_TRACE("role " + std::to_string(role));
+    auto n = comm_ops_of(graph, role);
+    // 4 microbatches, 3 steps: each microbatch crosses between the two
+    // ranks once each way (stages 0 and 1), or three times each way when
+    // interleaved (0-1, 1-2, 2-3), a send on one side and a receive on the
+    // other; before its first step the schedule sends 4 bytes each way
+    // across each of those boundaries; one all-reduce over dp a step.
+    const int crossings = schedule == "interleaved" ? 3 : 1;
+    EXPECT_EQ(n["send"], 12 * crossings + crossings);
+    EXPECT_EQ(n["recv"], n["send"]);
+    EXPECT_EQ(n["all_reduce"], 3);
+  }
+}
+
+TEST_F(EmulateProgramTest, TorchPipeliningOneFOneBRunsAsOneRealRankOfSixtyFour) {
+  expect_pipeline(tmp_, "1f1b");
+}
+
+TEST_F(EmulateProgramTest, TorchPipeliningInterleavedOneFOneBRunsAsOneRealRankOfSixtyFour) {
+  expect_pipeline(tmp_, "interleaved");
 }
 
 // A pipeline of 2 stages and 2 data-parallel ranks each: one rank of each

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/version.h>
@@ -29,6 +30,7 @@
 #endif
 
 #include "prism/client.h"
+#include "shim/torch/work.h"
 
 namespace prism::torch_shim {
 
@@ -97,6 +99,20 @@ class PrismBackend final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+#if TORCH_VERSION_MAJOR >= 2
+  // NCCL-style coalescing (batch_isend_irecv, _coalescing_manager with a
+  // device): the calls between start and end are held, then entered at
+  // endCoalescing as one group (one prism_op.group), as ProcessGroupNCCL
+  // issues them in one ncclGroupStart/End. Without it, the sends and
+  // receives of two pipeline stages, each serialized on its comm stream,
+  // can wait on each other (1F1B's steady state does). The works of the
+  // held calls complete with the group; endCoalescing returns the group's.
+  bool supportsCoalescing() const override {
+    return true;
+  }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+#endif
   void setSequenceNumberForGroup() override {
     sequence_ = 0;
   }
@@ -125,6 +141,10 @@ class PrismBackend final : public BackendBase {
 
   std::uint32_t comm_;
   std::uint64_t sequence_ = 0;
+  // Between startCoalescing and endCoalescing: the calls held, each with
+  // its work.
+  bool coalescing_ = false;
+  std::vector<std::pair<Call, c10::intrusive_ptr<PrismWork>>> held_;
 };
 
 }  // namespace prism::torch_shim

@@ -49,6 +49,16 @@ with dist._coalescing_manager():
 check(torch.equal(r1, torch.full((1,), 2.0)) and torch.equal(r2, torch.full((2,), 2.0)),
       f"coalesced reduce_scatter_tensor AVG {r1} {r2}")
 
+# batch_isend_irecv: NCCL-style coalescing, the sends and receives entered
+# at the end as one group; every work completes with it.
+works = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(3), 1),
+                                dist.P2POp(dist.irecv, torch.full((5,), 7.0), 3, tag=2)])
+for w in works:
+    w.wait()
+check(all(w.is_completed() for w in works), "batch_isend_irecv completed")
+works = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(2), 2)])
+works[0].wait()
+
 # Objects: a broadcast from this rank runs (sizes, then bytes); receiving
 # another rank's object is refused before any op is entered.
 dist.broadcast_object_list([{"shape": (2, 3)}], src=0)
