@@ -248,6 +248,40 @@ TEST_F(EmulateProgramTest, TorchPipeliningInterleavedOneFOneBRunsAsOneRealRankOf
   expect_pipeline(tmp_, "interleaved");
 }
 
+// torchtitan's shape: a small Llama in pp 2 x FSDP2 over dp 4 x tensor and
+// sequence parallelism over tp 8, as rank 45 (stage 1, dp 1, tp 5). Every
+// dimension's traffic is in each stage's program, on its own slot: the
+// sequence all-gathers and reduce-scatters on tp, FSDP2's parameter
+// all-gathers and gradient reduce-scatters on dp, the stage boundary's
+// sends and receives on the pipeline peer.
+TEST_F(EmulateProgramTest, Llama3dRunsAsOneRealRankOfSixtyFour) {
+  nlohmann::json graph;
+  const auto rank =
+      emulate_program(tmp_, "examples/jobs/llama-3d-64.yaml", 45,
+                      {"examples/llama_3d/train.py", "--steps=3"}, &graph, {"--capture-jobs", "2"});
+  ASSERT_FALSE(rank.is_null());
+  ASSERT_EQ(graph["roles"].size(), 2u);
+  for (std::size_t role = 0; role < 2; ++role) {
+    SCOPED_TRACE("role " + std::to_string(role));
+    std::map<std::string, int> n;
+    for (const auto& op : graph["roles"][role]["ops"]) {
+      const std::string kind = op["kind"];
+      if (kind == "collective")
+        ++n[op["collective"].get<std::string>() + " " + op["slot"].get<std::string>()];
+      if (kind == "send" || kind == "recv") ++n[kind];
+    }
+    EXPECT_GT(n["all_gather tp"], 12);
+    EXPECT_GT(n["reduce_scatter tp"], 12);
+    // 3 steps, 2 FSDP units per stage (its block, the stage), kept
+    // unsharded from forward to backward: one all-gather and one
+    // reduce-scatter each per step.
+    EXPECT_EQ(n["all_gather dp"], 6);
+    EXPECT_EQ(n["reduce_scatter dp"], 6);
+    EXPECT_EQ(n["send"], 13);  // 4 microbatches a step, one way each, and the 4-byte set-up
+    EXPECT_EQ(n["recv"], 13);
+  }
+}
+
 // A pipeline of 2 stages and 2 data-parallel ranks each: one rank of each
 // stage is captured (the real rank for its own stage), the graph is built
 // from the two, and `prism build --from-slices` and `--graph` reuse them.
