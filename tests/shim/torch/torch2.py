@@ -70,6 +70,12 @@ for call in (lambda: dist.recv_object_list([None], src=1),
     except RuntimeError as e:
         print(f"REFUSED: {e}", flush=True)
 
+try:
+    dist.split_group(split_ranks=[[0, 1], [2, 3]])
+    check(False, "split_group accepted")
+except RuntimeError as e:
+    print(f"REFUSED: {e}", flush=True)
+
 dist.all_reduce(torch.ones(1))
 dist.destroy_process_group()
 print("DONE", flush=True)

@@ -162,6 +162,9 @@ TEST_F(TorchBackendTest, CoalescedCallsAndObjectsFromPeers) {
                                   "carries no data between ranks"));
   EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.broadcast_object_list on "
                                   "rank 0 from rank 2 is not supported"));
+  EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.split_group on rank 0 is not "
+                                  "supported: PrismLLM's emulated backend does not split "
+                                  "communicators"));
   const std::vector<Want> want{
       {OpCode::kAllGather, 32, DType::kFloat32},      // functional: 2 floats × 4
       {OpCode::kReduceScatter, 32, DType::kFloat32},  // functional: the input's 8 floats

@@ -9,7 +9,8 @@ or later on an imported torch:
 - makes init_process_group and new_group map the backends a program asks
   for ("gloo", "nccl", "mpi", "ucc", "cpu:gloo,cuda:nccl", None) to "prism";
 - refuses recv_object_list, and broadcast_object_list from another rank,
-  with one error naming the call and the ranks (no data travels);
+  with one error naming the call and the ranks (no data travels), and
+  split_group, naming the rank;
 - replaces ProcessGroupGloo, ProcessGroupNCCL, ... with stand-ins that refuse
   to be constructed: a group built directly cannot be interposed;
 - says goodbye to the coordinator at exit.
@@ -190,6 +191,22 @@ def _no_objects_from_peers(c10d, fn):
     return wrapper
 
 
+def _no_split(c10d, fn):
+    """split_group, refused with one RuntimeError naming the call and the
+    rank: the backend does not split communicators (torch would say only
+    "its backend does not support splitting")."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        raise RuntimeError(
+            f"prism: torch.distributed.split_group on rank {c10d.get_rank()} is not supported: "
+            "PrismLLM's emulated backend does not split communicators; create the groups with "
+            "dist.new_group (init_device_mesh does when the default group is not bound to a "
+            "device: no device_id in init_process_group)")
+
+    return wrapper
+
+
 def _set(c10d, patched):
     """Replaces names in c10d. torch.distributed copies them from c10d once
     it has loaded; when it already has, its copies are replaced as well."""
@@ -218,6 +235,8 @@ def install_distributed(c10d):
         "init_process_group": _with_prism_backend(c10d.init_process_group, 0),
         "new_group": _with_prism_backend(c10d.new_group, 2),
     }
+    if hasattr(c10d, "split_group"):
+        patched["split_group"] = _no_split(c10d, c10d.split_group)
     for name in ("recv_object_list", "broadcast_object_list"):
         if hasattr(c10d, name):
             patched[name] = _no_objects_from_peers(c10d, getattr(c10d, name))
