@@ -14,7 +14,12 @@ random tokens, the loss, backward, AdamW. CUDA events time each step's GPU
 work; at the end one line `GPU_STATS {json}` gives the per-step times in ms
 (the first --warmup steps left out), which scripts/gpu/check.sh reads.
 
---device cpu (gloo) is for checking the program without a GPU. The CUDA path
+--device cpu (gloo) is for checking the program without a GPU, and is how
+the CI runs it as one real rank of 64 on PrismLLM's c10d backend:
+--parallel fsdp (examples/jobs/fsdp-gpt-64.yaml) and --parallel tp
+--sequence-parallel (examples/jobs/tp-sp-gpt-64.yaml), in
+tests/cli/emulate_program_test.cc; docs/torch-backend.md ("Programs") gives
+the figures. The CUDA path
 ran on an H200 on 2026-11-27 (docs/gpu.md, Results): ddp and fsdp to the
 end under the emulation; tp's last fix (AdamW without foreach) not yet.
 """
@@ -94,14 +99,36 @@ def parallelize(model, args, device, world):
     # (src_data_rank=None) instead of DTensor's scatter and broadcast from tp
     # rank 0: rooted point-to-point set-up that a graph built from one
     # captured rank cannot mirror, and whose data virtual peers never send.
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                   parallelize_module)
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   PrepareModuleOutput, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
     tp = min(args.tp, world)
     mesh = init_device_mesh(device.type, (world // tp, tp), mesh_dim_names=("dp", "tp"))
-    for block in model.blocks:
-        parallelize_module(block, mesh["tp"], src_data_rank=None, parallelize_plan={
-            "q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(),
-            "proj": RowwiseParallel(), "fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    if args.sequence_parallel:
+        # Sequence parallelism inside each block: the residual stream and the
+        # LayerNorms hold seq/tp tokens (Shard(1)); each column-parallel
+        # linear all-gathers the sequence first, each row-parallel one
+        # reduce-scatters onto it; the block's output is all-gathered again.
+        plan = {
+            "": PrepareModuleInput(input_layouts=(Replicate(),),
+                                   desired_input_layouts=(Shard(1),)),
+            "ln1": SequenceParallel(), "ln2": SequenceParallel(),
+            "q": ColwiseParallel(input_layouts=Shard(1)),
+            "k": ColwiseParallel(input_layouts=Shard(1)),
+            "v": ColwiseParallel(input_layouts=Shard(1)),
+            "proj": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
+            "fc1": ColwiseParallel(input_layouts=Shard(1)),
+            "fc2": RowwiseParallel(output_layouts=Shard(1), use_local_output=False)}
+        for block in model.blocks:
+            parallelize_module(block, mesh["tp"], plan, src_data_rank=None)
+            parallelize_module(block, mesh["tp"], PrepareModuleOutput(
+                output_layouts=(Shard(1),), desired_output_layouts=(Replicate(),)))
+    else:
+        for block in model.blocks:
+            parallelize_module(block, mesh["tp"], src_data_rank=None, parallelize_plan={
+                "q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(),
+                "proj": RowwiseParallel(), "fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
     model.dp_group = mesh["dp"].get_group()
     return model
 
@@ -119,6 +146,8 @@ def main():
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--tp", type=int, default=8, help="tensor-parallel size for --parallel tp")
+    p.add_argument("--sequence-parallel", action="store_true",
+                   help="--parallel tp with sequence parallelism (SequenceParallel LayerNorms)")
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
     p.add_argument("--profile", metavar="FILE",
                    help="profile the last two steps with torch.profiler (CPU and CUDA) and write "

@@ -8,6 +8,9 @@
 // PrismLLM's backend is missing.
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -62,6 +65,7 @@ TEST_F(EmulateProgramTest, DdpGptRunsAsOneRealRankOfSixtyFour) {
   const auto& rank = report["real_ranks"][0];
   EXPECT_GT(report["iteration_time_s"].get<double>(), 0);
   EXPECT_GT(rank["iteration_time_s"].get<double>(), 0);
+  EXPECT_GT(rank["predicted_iteration_time_s"].get<double>(), 0);
   EXPECT_EQ(rank["iterations"], 2);                 // 3 optimizer steps: 2 complete iterations
   ASSERT_EQ(rank["iteration_times_s"].size(), 2u);  // each one's, their mean the figure
   const double sum =
@@ -116,6 +120,166 @@ TEST_F(EmulateProgramTest, TensorParallelGptRunsAsOneRealRankOfItsMesh) {
   EXPECT_GT(rank["ops"].get<int>(), 3);
   EXPECT_EQ(rank["ops"], rank["graph_ops"]);
   EXPECT_EQ(rank["bytes"], rank["graph_bytes"]);
+}
+
+// Runs `prism emulate JOB --real-ranks RANK` on PROGRAM with one torch
+// thread (as torchrun sets OMP_NUM_THREADS=1: two OpenMP threads beside the
+// backend's progress thread on two cores made FSDP2's steps 40 times
+// slower) and checks what every program test asks: it completes, the real
+// rank issued the graph's ops and bytes, and the report gives the emulated
+// and the predicted iteration. Returns the report's real rank; the graph in
+// `graph`.
+nlohmann::json emulate_program(const std::string& tmp, const std::string& job, int rank,
+                               std::vector<std::string> program, nlohmann::json* graph,
+                               const std::vector<std::string>& options = {}) {
+  std::vector<std::string> args = {
+      "emulate", job,        "--real-ranks", std::to_string(rank), "--master-port",
+      "0",       "--report", "{tmp}/r.json", "--save-graph",       "{tmp}/g.json"};
+  args.insert(args.end(), options.begin(), options.end());
+  for (const char* a : {"--", "env", "OMP_NUM_THREADS=1"}) args.emplace_back(a);
+  args.push_back(kPython);
+  args.insert(args.end(), program.begin(), program.end());
+  const RunResult r = run_prism(args, tmp);
+  EXPECT_EQ(r.exit_status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("iteration time:     "));
+  EXPECT_THAT(r.out, HasSubstr("the replay without real ranks predicts"));
+  const auto report = nlohmann::json::parse(slurp(tmp + "/r.json"), nullptr, false);
+  if (report.is_discarded() || report["real_ranks"].size() != 1) {
+    ADD_FAILURE() << "no report of one real rank: " << r.out << r.err;
+    return {};
+  }
+  *graph = nlohmann::json::parse(slurp(tmp + "/g.json"));
+  const auto& real = report["real_ranks"][0];
+  EXPECT_EQ(real["rank"], rank);
+  EXPECT_EQ(real["exit_code"], 0);
+  EXPECT_EQ(real["iterations"], 2);
+  EXPECT_GT(real["ops"].get<int>(), 3);
+  EXPECT_EQ(real["ops"], real["graph_ops"]);
+  EXPECT_EQ(real["bytes"], real["graph_bytes"]);
+  EXPECT_GT(real["iteration_time_s"].get<double>(), 0);
+  EXPECT_GT(real["predicted_iteration_time_s"].get<double>(), 0);
+  return real;
+}
+
+// How many communication ops of each kind role `role` of a graph has: its
+// collectives by name, "send" and "recv".
+std::map<std::string, int> comm_ops_of(const nlohmann::json& graph, std::size_t role) {
+  std::map<std::string, int> n;
+  for (const auto& op : graph["roles"][role]["ops"]) {
+    const std::string kind = op["kind"];
+    if (kind == "collective") ++n[op["collective"].get<std::string>()];
+    if (kind == "send" || kind == "recv") ++n[kind];
+  }
+  return n;
+}
+
+// FSDP2 (fully_shard per block, then the model) as rank 7 of 64: each step
+// all-gathers every unit's parameters and reduce-scatters its gradients
+// over all 64 ranks, through all_gather_into_tensor and
+// reduce_scatter_tensor.
+TEST_F(EmulateProgramTest, Fsdp2GptRunsAsOneRealRankOfSixtyFour) {
+  nlohmann::json graph;
+  const auto rank = emulate_program(
+      tmp_, "examples/jobs/fsdp-gpt-64.yaml", 7,
+      {"examples/cuda_gpt/train.py", "--device=cpu", "--parallel=fsdp", "--steps=3", "--layers=2",
+       "--dim=64", "--heads=4", "--vocab=256", "--seq=32", "--batch=2"},
+      &graph);
+  ASSERT_FALSE(rank.is_null());
+  ASSERT_EQ(graph["roles"].size(), 1u);
+  auto n = comm_ops_of(graph, 0);
+  // 3 units (2 blocks, the root) per step: forward all-gathers (the root's
+  // once, it stays unsharded after forward), backward's re-gathers of the
+  // blocks, and a reduce-scatter per unit.
+  EXPECT_GE(n["all_gather"], 9);
+  EXPECT_EQ(n["reduce_scatter"], 9);
+}
+
+// DTensor tensor parallelism with sequence parallelism (SequenceParallel
+// LayerNorms, parallelize_module) on a (dp 8, tp 8) mesh, as rank 13 of 64:
+// the sequence all-gathers and reduce-scatters of each block over its tp
+// group, the dp all-reduces by hand.
+TEST_F(EmulateProgramTest, TensorAndSequenceParallelGptRunsAsOneRealRankOfSixtyFour) {
+  nlohmann::json graph;
+  const auto rank = emulate_program(
+      tmp_, "examples/jobs/tp-sp-gpt-64.yaml", 13,
+      {"examples/cuda_gpt/train.py", "--device=cpu", "--parallel=tp", "--sequence-parallel",
+       "--steps=3", "--layers=2", "--dim=64", "--heads=8", "--vocab=256", "--seq=32", "--batch=2"},
+      &graph);
+  ASSERT_FALSE(rank.is_null());
+  auto n = comm_ops_of(graph, 0);
+  EXPECT_GT(n["all_gather"], 0);
+  EXPECT_GT(n["reduce_scatter"], 0);
+  EXPECT_GT(n["all_reduce"], 0);
+}
+
+// torch.distributed.pipelining in 2 stages of 32 data-parallel ranks, as
+// rank 33 (stage 1's second replica; the stages captured side by side):
+// Schedule1F1B, and ScheduleInterleaved1F1B with stages 1 and 3 on it. The
+// schedules' batch_isend_irecv are coalesced into groups (without, 1F1B
+// waited forever: each stage's send before its receive on one stream).
+void expect_pipeline(const std::string& tmp, const std::string& schedule) {
+  nlohmann::json graph;
+  const auto rank =
+      emulate_program(tmp, "examples/jobs/torch-pipelining-64.yaml", 33,
+                      {"examples/torch_pipelining/train.py", "--schedule", schedule, "--steps=3"},
+                      &graph, {"--capture-jobs", "2"});
+  ASSERT_FALSE(rank.is_null());
+  ASSERT_EQ(graph["roles"].size(), 2u);
+  for (std::size_t role = 0; role < 2; ++role) {
+    SCOPED_TRACE("role " + std::to_string(role));
+    auto n = comm_ops_of(graph, role);
+    // 4 microbatches, 3 steps: each microbatch crosses between the two
+    // ranks once each way (stages 0 and 1), or three times each way when
+    // interleaved (0-1, 1-2, 2-3), a send on one side and a receive on the
+    // other; before its first step the schedule sends 4 bytes each way
+    // across each of those boundaries; one all-reduce over dp a step.
+    const int crossings = schedule == "interleaved" ? 3 : 1;
+    EXPECT_EQ(n["send"], 12 * crossings + crossings);
+    EXPECT_EQ(n["recv"], n["send"]);
+    EXPECT_EQ(n["all_reduce"], 3);
+  }
+}
+
+TEST_F(EmulateProgramTest, TorchPipeliningOneFOneBRunsAsOneRealRankOfSixtyFour) {
+  expect_pipeline(tmp_, "1f1b");
+}
+
+TEST_F(EmulateProgramTest, TorchPipeliningInterleavedOneFOneBRunsAsOneRealRankOfSixtyFour) {
+  expect_pipeline(tmp_, "interleaved");
+}
+
+// torchtitan's shape: a small Llama in pp 2 x FSDP2 over dp 4 x tensor and
+// sequence parallelism over tp 8, as rank 45 (stage 1, dp 1, tp 5). Every
+// dimension's traffic is in each stage's program, on its own slot: the
+// sequence all-gathers and reduce-scatters on tp, FSDP2's parameter
+// all-gathers and gradient reduce-scatters on dp, the stage boundary's
+// sends and receives on the pipeline peer.
+TEST_F(EmulateProgramTest, Llama3dRunsAsOneRealRankOfSixtyFour) {
+  nlohmann::json graph;
+  const auto rank =
+      emulate_program(tmp_, "examples/jobs/llama-3d-64.yaml", 45,
+                      {"examples/llama_3d/train.py", "--steps=3"}, &graph, {"--capture-jobs", "2"});
+  ASSERT_FALSE(rank.is_null());
+  ASSERT_EQ(graph["roles"].size(), 2u);
+  for (std::size_t role = 0; role < 2; ++role) {
+    SCOPED_TRACE("role " + std::to_string(role));
+    std::map<std::string, int> n;
+    for (const auto& op : graph["roles"][role]["ops"]) {
+      const std::string kind = op["kind"];
+      if (kind == "collective")
+        ++n[op["collective"].get<std::string>() + " " + op["slot"].get<std::string>()];
+      if (kind == "send" || kind == "recv") ++n[kind];
+    }
+    EXPECT_GT(n["all_gather tp"], 12);
+    EXPECT_GT(n["reduce_scatter tp"], 12);
+    // 3 steps, 2 FSDP units per stage (its block, the stage), kept
+    // unsharded from forward to backward: one all-gather and one
+    // reduce-scatter each per step.
+    EXPECT_EQ(n["all_gather dp"], 6);
+    EXPECT_EQ(n["reduce_scatter dp"], 6);
+    EXPECT_EQ(n["send"], 13);  // 4 microbatches a step, one way each, and the 4-byte set-up
+    EXPECT_EQ(n["recv"], 13);
+  }
 }
 
 // A pipeline of 2 stages and 2 data-parallel ranks each: one rank of each

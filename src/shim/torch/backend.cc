@@ -67,8 +67,12 @@ Work PrismBackend::launch(Call call) {
   for (const prism_op& o : call.ops) bytes += o.bytes;
   const std::string what = std::string(call.name) + " of " + std::to_string(bytes) +
                            " bytes on process group " + std::to_string(comm_);
-  auto work = c10::make_intrusive<PrismWork>(rank_, call.type, what, std::move(call.outputs),
-                                             std::move(call.effect));
+  auto work =
+      c10::make_intrusive<PrismWork>(rank_, call.type, what, call.outputs, std::move(call.effect));
+  if (coalescing_) {
+    held_.emplace_back(std::move(call), work);
+    return work;
+  }
   // The Session keeps the work alive until its ops complete, even when the
   // caller drops it (an async op nobody waits for).
   const std::uint64_t id = Session::get().enter(
@@ -76,6 +80,52 @@ Work PrismBackend::launch(Call call) {
   work->set_entry(id);
   return work;
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+void PrismBackend::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "prism: startCoalescing on process group ", comm_, " of rank ", rank_,
+              ": already coalescing");
+  coalescing_ = true;
+  held_.clear();
+}
+
+Work PrismBackend::endCoalescing() {
+  TORCH_CHECK(coalescing_, "prism: endCoalescing on process group ", comm_, " of rank ", rank_,
+              " without startCoalescing");
+  coalescing_ = false;
+  auto held = std::move(held_);
+  held_.clear();
+  std::vector<prism_op> ops;
+  std::vector<at::Tensor> outputs;
+  std::int64_t bytes = 0;
+  for (const auto& [call, work] : held) {
+    for (const prism_op& o : call.ops) {
+      ops.push_back(o);
+      bytes += o.bytes;
+    }
+    outputs.insert(outputs.end(), call.outputs.begin(), call.outputs.end());
+  }
+  // One op is entered as it is; several are one group.
+  if (ops.size() > 1) {
+    const std::uint32_t group = Session::get().new_group_id();
+    for (prism_op& o : ops) o.group = group;
+  }
+  const std::string what = "coalesced " + std::to_string(held.size()) + " calls of " +
+                           std::to_string(bytes) + " bytes on process group " +
+                           std::to_string(comm_);
+  auto work =
+      c10::make_intrusive<PrismWork>(rank_, OpType::COALESCED, what, std::move(outputs), nullptr);
+  std::vector<c10::intrusive_ptr<PrismWork>> works;
+  for (auto& entry : held) works.push_back(entry.second);
+  const std::uint64_t id = Session::get().enter(ops, what, [works, work](const std::string& error) {
+    for (const auto& w : works) w->complete(error);
+    work->complete(error);
+  });
+  for (const auto& w : works) w->set_entry(id);
+  work->set_entry(id);
+  return work;
+}
+#endif
 
 Work PrismBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   const Payload p = payload_of(tensors, "broadcast");
@@ -175,6 +225,55 @@ Work PrismBackend::allgather_coalesced(TensorLists& output_lists, std::vector<at
                    }
                  }});
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+Work PrismBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                   std::vector<at::Tensor>& inputs,
+                                                   const c10d::AllgatherOptions&) {
+  const char* name = "allgather_into_tensor_coalesced";
+  TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(), "prism: ", name, ": ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  const std::uint32_t group = inputs.size() > 1 ? Session::get().new_group_id() : 0;
+  Call call{name, OpType::COALESCED, {}, outputs, {}};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Payload p = payload_of(inputs[i], name);
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_, "prism: ", name, ": output ", i,
+                " of ", outputs[i].numel(), " elements for an input of ", inputs[i].numel(),
+                " in a group of ", size_);
+    call.ops.push_back(op(PRISM_ALL_GATHER, p.dtype, bytes_of(outputs[i]), 0, 0, group));
+  }
+  call.effect = [outputs, inputs, n = size_] {
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      fill_slots(outputs[i].view({n, -1}).unbind(0), inputs[i].reshape({-1}));
+  };
+  return launch(std::move(call));
+}
+
+Work PrismBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                   std::vector<at::Tensor>& inputs,
+                                                   const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter_tensor_coalesced";
+  check_reduce_op(opts.reduceOp, name);
+  TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(), "prism: ", name, ": ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  const std::uint32_t group = inputs.size() > 1 ? Session::get().new_group_id() : 0;
+  Call call{name, OpType::COALESCED, {}, outputs, {}};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Payload p = payload_of(inputs[i], name);
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, "prism: ", name, ": input ", i,
+                " of ", inputs[i].numel(), " elements for an output of ", outputs[i].numel(),
+                " in a group of ", size_);
+    call.ops.push_back(op(PRISM_REDUCE_SCATTER, p.dtype, p.bytes, 0, 0, group));
+  }
+  call.effect = [outputs, inputs, me = rank_, r = opts.reduceOp, n = size_] {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      fill_slots({outputs[i]}, inputs[i].reshape({n, -1})[me]);
+      reduce_identical(outputs[i], r, n);
+    }
+  };
+  return launch(std::move(call));
+}
+#endif
 
 // NCCL has no gather: ProcessGroupNCCL issues one send per non-root rank and
 // the root's receives, in one group. The graph of a captured NCCL program

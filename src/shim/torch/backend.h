@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/version.h>
@@ -29,6 +30,7 @@
 #endif
 
 #include "prism/client.h"
+#include "shim/torch/work.h"
 
 namespace prism::torch_shim {
 
@@ -61,6 +63,17 @@ class PrismBackend final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(
       std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
+#if TORCH_VERSION_MAJOR >= 2
+  // One all_gather per pair, as ProcessGroupNCCL issues them in one
+  // ncclGroupStart/End: a single pair is one op, several share a group.
+  // What functional collectives (DTensor, FSDP2) call.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+#endif
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
@@ -86,8 +99,26 @@ class PrismBackend final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
-  void setSequenceNumberForGroup() override { sequence_ = 0; }
-  uint64_t getSequenceNumberForGroup() override { return sequence_; }
+#if TORCH_VERSION_MAJOR >= 2
+  // NCCL-style coalescing (batch_isend_irecv, _coalescing_manager with a
+  // device): the calls between start and end are held, then entered at
+  // endCoalescing as one group (one prism_op.group), as ProcessGroupNCCL
+  // issues them in one ncclGroupStart/End. Without it, the sends and
+  // receives of two pipeline stages, each serialized on its comm stream,
+  // can wait on each other (1F1B's steady state does). The works of the
+  // held calls complete with the group; endCoalescing returns the group's.
+  bool supportsCoalescing() const override {
+    return true;
+  }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+#endif
+  void setSequenceNumberForGroup() override {
+    sequence_ = 0;
+  }
+  uint64_t getSequenceNumberForGroup() override {
+    return sequence_;
+  }
 
  private:
   // What one call becomes: its ops, the tensors its future carries, and
@@ -110,6 +141,10 @@ class PrismBackend final : public BackendBase {
 
   std::uint32_t comm_;
   std::uint64_t sequence_ = 0;
+  // Between startCoalescing and endCoalescing: the calls held, each with
+  // its work.
+  bool coalescing_ = false;
+  std::vector<std::pair<Call, c10::intrusive_ptr<PrismWork>>> held_;
 };
 
 }  // namespace prism::torch_shim

@@ -145,6 +145,64 @@ TEST_F(TorchBackendTest, EveryCollectiveReachesTheCoordinator) {
   EXPECT_EQ(bye[0].exit_code, 0);
 }
 
+// torch 2.x: what DTensor's and FSDP2's functional collectives and
+// _coalescing_manager call (allgather_into_tensor_coalesced,
+// reduce_scatter_tensor_coalesced): one op per pair, several in one group as
+// ProcessGroupNCCL issues them; batch_isend_irecv coalesced into one group;
+// and objects from other ranks refused.
+TEST_F(TorchBackendTest, CoalescedCallsAndObjectsFromPeers) {
+  FakeCoordinator f(torch_fake());
+  RunResult r;
+  ASSERT_NO_FATAL_FAILURE(run_rank(f, "torch2.py", &r));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  if (r.output.find("SKIP: torch") != std::string::npos) GTEST_SKIP() << r.output;
+  EXPECT_THAT(r.output, HasSubstr("DONE"));
+  EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.recv_object_list on rank 0 "
+                                  "from rank 1 is not supported: PrismLLM's emulated backend "
+                                  "carries no data between ranks"));
+  EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.broadcast_object_list on "
+                                  "rank 0 from rank 2 is not supported"));
+  EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.split_group on rank 0 is not "
+                                  "supported: PrismLLM's emulated backend does not split "
+                                  "communicators"));
+  const std::vector<Want> want{
+      {OpCode::kAllGather, 32, DType::kFloat32},      // functional: 2 floats × 4
+      {OpCode::kReduceScatter, 32, DType::kFloat32},  // functional: the input's 8 floats
+      {OpCode::kAllGather, 32, DType::kFloat32},      // coalesced, one group
+      {OpCode::kAllGather, 16, DType::kFloat32},
+      {OpCode::kReduceScatter, 16, DType::kFloat32},  // coalesced AVG, one group
+      {OpCode::kReduceScatter, 32, DType::kFloat32},
+      {OpCode::kSend, 12, DType::kFloat32, 1},     // batch_isend_irecv: one group
+      {OpCode::kRecv, 20, DType::kFloat32, 3, 2},  // tag 2
+      {OpCode::kSend, 8, DType::kFloat32, 2},      // one op alone: no group
+      {OpCode::kBroadcast, 8, DType::kInt64},      // broadcast_object_list from 0: the size
+      {OpCode::kBroadcast, 0, DType::kUint8},      // then the pickled bytes (checked below)
+      {OpCode::kAllReduce, 4, DType::kFloat32},
+  };
+  const auto ops = f.seen_of<wire::Op>();
+  ASSERT_EQ(ops.size(), want.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    SCOPED_TRACE("op " + std::to_string(i) + ": " + describe(ops[i]));
+    EXPECT_EQ(ops[i].code, want[i].code);
+    if (i != 10) EXPECT_EQ(ops[i].bytes, want[i].bytes);
+    EXPECT_EQ(ops[i].dtype, want[i].dtype);
+    EXPECT_EQ(ops[i].peer, want[i].peer);
+    EXPECT_EQ(ops[i].tag, want[i].tag);
+  }
+  EXPECT_GT(ops[10].bytes, 8);
+  EXPECT_EQ(ops[0].group, 0u);
+  EXPECT_EQ(ops[1].group, 0u);
+  EXPECT_NE(ops[2].group, 0u);
+  EXPECT_EQ(ops[3].group, ops[2].group);
+  EXPECT_NE(ops[4].group, 0u);
+  EXPECT_NE(ops[4].group, ops[2].group);
+  EXPECT_EQ(ops[5].group, ops[4].group);
+  EXPECT_NE(ops[6].group, 0u);
+  EXPECT_NE(ops[6].group, ops[4].group);
+  EXPECT_EQ(ops[7].group, ops[6].group);
+  EXPECT_EQ(ops[8].group, 0u);
+}
+
 TEST_F(TorchBackendTest, DdpTrainsAndMarksIterations) {
   FakeCoordinator f(torch_fake());
   RunResult r;
