@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -27,6 +28,14 @@ TEST(RealRanksTest, TheRanksEnvironmentCarriesTheRunsSecret) {
   EXPECT_EQ(env.at("NODE_RANK"), "1");
   EXPECT_EQ(env.at("PRISM_COORDINATOR"), "unix:/tmp/x.sock");
   EXPECT_EQ(env.at("PRISM_SECRET"), e.secret);
+  // One OpenMP thread per rank, as torchrun sets, unless the user chose.
+  if (::getenv("OMP_NUM_THREADS") == nullptr) {
+    EXPECT_EQ(env.at("OMP_NUM_THREADS"), "1");
+  }
+  ::setenv("OMP_NUM_THREADS", "3", 1);
+  EXPECT_FALSE(as_map(rank_env(e, 11)).contains("OMP_NUM_THREADS"));  // the inherited 3 stays
+  ::unsetenv("OMP_NUM_THREADS");
+  EXPECT_EQ(as_map(rank_env(e, 11)).at("OMP_NUM_THREADS"), "1");
 }
 
 TEST(RealRanksTest, EachRunHasItsOwnSecret) {
