@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "python_program_test.h"
 #include "run_prism.h"
 
 namespace prism {
@@ -27,26 +28,9 @@ using testing::RunResult;
 using testing::slurp;
 namespace fs = std::filesystem;
 
-const std::string kPython = PRISM_PYTHON;
-const std::string kBackend = PRISM_BINARY_DIR "/python/prism_torch";
+using testing::kPython;
 
-class EmulateProgramTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (std::system((kPython + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0)
-      GTEST_SKIP() << kPython << " cannot import torch (scripts/setup.sh installs torch in .venv)";
-    if (!fs::exists(kBackend))
-      GTEST_SKIP() << "this build has no PrismLLM c10d backend (" << kBackend << ")";
-    std::string templ = (fs::temp_directory_path() / "prism_program_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    tmp_ = templ;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!tmp_.empty()) fs::remove_all(tmp_, ec);
-  }
-  std::string tmp_;
-};
+class EmulateProgramTest : public testing::PythonProgramTest {};
 
 TEST_F(EmulateProgramTest, DdpGptRunsAsOneRealRankOfSixtyFour) {
   const RunResult r = run_prism(

@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "python_program_test.h"
 #include "run_prism.h"
 
 namespace prism {
@@ -20,26 +21,12 @@ using testing::run_prism;
 using testing::RunResult;
 namespace fs = std::filesystem;
 
-const std::string kPython = PRISM_PYTHON;
-const std::string kBackend = PRISM_BINARY_DIR "/python/prism_torch";
+using testing::kPython;
 const std::string kJob = "tests/cli/programs/even_odd-8.yaml";
 const std::string kProgram = "tests/cli/programs/even_odd.py";
 
-class EmulateRolesTest : public ::testing::Test {
+class EmulateRolesTest : public testing::PythonProgramTest {
  protected:
-  void SetUp() override {
-    if (std::system((kPython + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0)
-      GTEST_SKIP() << kPython << " cannot import torch (scripts/setup.sh installs torch in .venv)";
-    if (!fs::exists(kBackend))
-      GTEST_SKIP() << "this build has no PrismLLM c10d backend (" << kBackend << ")";
-    std::string templ = (fs::temp_directory_path() / "prism_roles_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    tmp_ = templ;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!tmp_.empty()) fs::remove_all(tmp_, ec);
-  }
   RunResult emulate(std::vector<std::string> options, bool same) {
     std::vector<std::string> args = {"emulate", kJob, "--real-ranks", "2", "--master-port", "0"};
     args.insert(args.end(), options.begin(), options.end());
@@ -49,7 +36,6 @@ class EmulateRolesTest : public ::testing::Test {
     if (same) args.emplace_back("--same");
     return run_prism(args, tmp_);
   }
-  std::string tmp_;
 };
 
 TEST_F(EmulateRolesTest, ASecondRankOfTheRoleIsCapturedAndFoundTheSame) {
