@@ -59,6 +59,9 @@ std::string format_simulate_text(const SimulateSummary& s) {
     line("TFLOP/s per GPU:", fmt::format("{:.1f} (model FLOPs)", s.model_tflops_per_gpu));
     line("MFU:", fmt::format("{:.1f}% of {:.1f} TFLOP/s (dense bf16 peak)", 100 * s.mfu,
                              s.peak_flops / 1e12));
+    if (s.fp8_peak_flops > 0)
+      line("", fmt::format("{:.1f}% of {:.1f} TFLOP/s (dense fp8 peak)", 100 * s.mfu_fp8,
+                           s.fp8_peak_flops / 1e12));
   }
   line("peak memory:", fmt::format("{:.2f} GiB of {:.2f} GiB per GPU (max over ranks)",
                                    gib(s.peak_device), gib(s.capacity)));
@@ -124,12 +127,14 @@ std::string format_simulate_json(const SimulateSummary& s) {
     j["tokens_per_s_per_gpu"] = s.tokens_per_s_per_gpu;
     j["model_tflops_per_gpu"] = s.model_tflops_per_gpu;
     j["mfu"] = s.mfu;
+    if (s.fp8_peak_flops > 0) j["mfu_fp8"] = s.mfu_fp8;
   } else {  // the iteration did not complete: no times to report
     for (const char* k :
          {"iteration_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu"})
       j[k] = nullptr;
   }
   j["peak_flops_per_gpu"] = s.peak_flops;
+  if (s.fp8_peak_flops > 0) j["fp8_peak_flops_per_gpu"] = s.fp8_peak_flops;
   j["memory"] = Json{{"capacity_bytes", s.capacity.count},
                      {"context_bytes", s.context.count},
                      {"alloc_conf", s.alloc_conf},

@@ -38,6 +38,9 @@ struct SimulateSummary {
   std::string cluster, gpu;
   int num_nodes = 0;
   double peak_flops = 0;  // bf16 dense peak of one GPU, the MFU denominator
+  // FP8 runs: the GPU's dense FP8 peak and the MFU against it too (0: a bf16
+  // run, or a GPU without FP8 tensor cores).
+  double fp8_peak_flops = 0, mfu_fp8 = 0;
   std::int64_t parameters = 0, active_parameters = 0;
   double model_flops = 0;  // per iteration
   SimTime iteration_time;

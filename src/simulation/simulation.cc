@@ -48,6 +48,7 @@ void summarize_job(const PreparedJob& p, const ReplayResult& r, const DeviceMemo
   s.gpu = p.gpu.name;
   s.num_nodes = job.cluster.num_nodes;
   s.peak_flops = p.gpu.bf16_flops;
+  if (job.training.precision == Precision::kFp8) s.fp8_peak_flops = p.gpu.fp8_flops;
   const ParameterCount count = count_parameters(job.model);
   s.parameters = count.total;
   s.active_parameters = count.active;
@@ -66,6 +67,7 @@ void summarize_job(const PreparedJob& p, const ReplayResult& r, const DeviceMemo
                              job.training.seq_length / t / job.num_gpus;
     s.model_tflops_per_gpu = s.model_flops / t / job.num_gpus / 1e12;
     s.mfu = s.model_tflops_per_gpu * 1e12 / p.gpu.bf16_flops;
+    if (s.fp8_peak_flops > 0) s.mfu_fp8 = s.model_tflops_per_gpu * 1e12 / s.fp8_peak_flops;
   }
   s.kernels = static_cast<std::int64_t>(p.built.kernels.size());
   s.kernels_measured = std::count_if(p.built.kernels.begin(), p.built.kernels.end(),

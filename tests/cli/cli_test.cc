@@ -235,6 +235,11 @@ std::vector<Case> cases() {
       // database is given, so that the shipped database can change).
       {"simulate_help", {"simulate", "--help"}},
       {"build_help", {"build", "--help"}},
+      // An FP8 run's MFU against the bf16 and the fp8 peak, in the text and the report.
+      {"simulate_small_fp8",
+       {"simulate", kJob, "--no-kernel-db", "--set", "training.precision=fp8", "--report",
+        "{tmp}/report.json"},
+       {"report.json"}},
       {"simulate_small",
        {"simulate", kJob, "--no-kernel-db", "--report", "{tmp}/report.json", "--kernels",
         "{tmp}/kernels.csv"},
