@@ -4,6 +4,7 @@
 #include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,25 @@ std::optional<T> integer_of(const json& v) {
 
 template <typename T>
 inline constexpr bool kIsInteger = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// A list of integers, each checked as integer_of() does.
+template <typename T>
+struct IntegerList : std::false_type {};
+template <typename U>
+struct IntegerList<std::vector<U>> : std::bool_constant<kIsInteger<U>> {};
+
+template <typename U>
+std::optional<std::vector<U>> integers_of(const json& v) {
+  if (!v.is_array()) return std::nullopt;
+  std::vector<U> out;
+  out.reserve(v.size());
+  for (const json& item : v) {
+    const std::optional<U> x = integer_of<U>(item);
+    if (!x) return std::nullopt;
+    out.push_back(*x);
+  }
+  return out;
+}
 
 constexpr std::array<const char*, 4> kMarkerNames = {"iteration_begin", "iteration_end",
                                                      "microbatch", "phase"};
@@ -133,6 +153,10 @@ class EventReader {
   Result<T> convert(const char* name) const {
     if constexpr (kIsInteger<T>) {
       if (const std::optional<T> v = integer_of<T>(e_.at(name))) return *v;
+      return fail(fmt::format("\"{}\" is {}, not the expected type", name, e_.at(name).dump()));
+    } else if constexpr (IntegerList<T>::value) {
+      if (std::optional<T> v = integers_of<typename T::value_type>(e_.at(name)))
+        return std::move(*v);
       return fail(fmt::format("\"{}\" is {}, not the expected type", name, e_.at(name).dump()));
     }
     try {

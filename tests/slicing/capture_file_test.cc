@@ -117,6 +117,9 @@ TEST(CaptureFileTest, RefusesWhatIsNotACapture) {
       {"{\"format\":\"prism-capture\",\"version\":1,\"events\":[{\"type\":\"complete\","
        "\"op_id\":4294967296,\"at\":1}]}",
        "cap: event 0: \"op_id\" is 4294967296, not the expected type"},
+      {"{\"format\":\"prism-capture\",\"version\":1,\"events\":[{\"type\":\"comm_info\",\"comm\":1,"
+       "\"nranks\":2,\"rank_in_comm\":0,\"members\":[0,318446744073709551616]}]}",
+       "cap: event 0: \"members\" is [0,3.1844674407370955e+20], not the expected type"},
       {"{\"format\":\"prism-capture\",\"version\":1,\"events\":[{\"type\":\"compute\",\"at\":1,"
        "\"duration\":1,\"stream\":70000}]}",
        "cap: event 0: stream 70000 outside 0..65535"},
