@@ -13,6 +13,9 @@ packages=(
   libgtest-dev libgmock-dev
   protobuf-compiler libprotobuf-dev
   clang-format
+  # scripts/fuzz.sh: the fuzz targets (docs/fuzzing.md) are built by clang
+  # with libFuzzer, ASan and UBSan, whose runtimes libclang-rt-14-dev holds.
+  clang-14 libclang-rt-14-dev
   # scripts/gpu/bundle.sh: the bundle's binaries find their libraries via $ORIGIN.
   patchelf
   # PyTorch programs as real ranks: .venv (below) is made with Debian's

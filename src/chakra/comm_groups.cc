@@ -44,6 +44,8 @@ Result<std::vector<CommGroup>> parse_comm_groups(std::string_view json, int worl
   } catch (const nlohmann::json::parse_error& e) {
     return Status::invalid_argument(
         fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // a number too large for a double (1e400)
+    return Status::invalid_argument(fmt::format("{}: malformed JSON: {}", source, e.what()));
   }
   if (!doc.is_object()) {
     return Status::invalid_argument(

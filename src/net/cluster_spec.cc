@@ -171,6 +171,9 @@ Status size_cluster(ClusterSpec* c, std::int64_t num_gpus, std::int64_t num_node
   if (num_gpus > kMaxGpus || num_nodes > kMaxGpus)
     return field_error(num_gpus > 0 ? "num_gpus" : "num_nodes",
                        fmt::format("at most {} (got {})", kMaxGpus, std::max(num_gpus, num_nodes)));
+  // A node of no GPUs holds no part of num_gpus (and divides by zero):
+  // validate_cluster() names node.gpus.
+  if (c->gpus_per_node < 1) return validate_cluster(*c);
   if (num_nodes > 0) {
     c->num_nodes = static_cast<int>(num_nodes);
   } else if (num_gpus > 0) {

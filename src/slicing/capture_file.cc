@@ -4,6 +4,7 @@
 #include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,43 @@ namespace prism {
 namespace {
 
 using nlohmann::json;
+
+// `v` as the integer type T, or nullopt when it is not an integer in T's
+// range. nlohmann's get<T>() converts without a check: a float out of T's
+// range is undefined behaviour, an integer out of range wraps.
+template <typename T>
+std::optional<T> integer_of(const json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    if (std::in_range<T>(i)) return static_cast<T>(i);
+  }
+  return std::nullopt;
+}
+
+template <typename T>
+inline constexpr bool kIsInteger = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// A list of integers, each checked as integer_of() does.
+template <typename T>
+struct IntegerList : std::false_type {};
+template <typename U>
+struct IntegerList<std::vector<U>> : std::bool_constant<kIsInteger<U>> {};
+
+template <typename U>
+std::optional<std::vector<U>> integers_of(const json& v) {
+  if (!v.is_array()) return std::nullopt;
+  std::vector<U> out;
+  out.reserve(v.size());
+  for (const json& item : v) {
+    const std::optional<U> x = integer_of<U>(item);
+    if (!x) return std::nullopt;
+    out.push_back(*x);
+  }
+  return out;
+}
 
 constexpr std::array<const char*, 4> kMarkerNames = {"iteration_begin", "iteration_end",
                                                      "microbatch", "phase"};
@@ -113,6 +151,14 @@ class EventReader {
  private:
   template <typename T>
   Result<T> convert(const char* name) const {
+    if constexpr (kIsInteger<T>) {
+      if (const std::optional<T> v = integer_of<T>(e_.at(name))) return *v;
+      return fail(fmt::format("\"{}\" is {}, not the expected type", name, e_.at(name).dump()));
+    } else if constexpr (IntegerList<T>::value) {
+      if (std::optional<T> v = integers_of<typename T::value_type>(e_.at(name)))
+        return std::move(*v);
+      return fail(fmt::format("\"{}\" is {}, not the expected type", name, e_.at(name).dump()));
+    }
     try {
       return e_.at(name).get<T>();
     } catch (const json::exception&) {
@@ -331,6 +377,7 @@ template <typename T>
 T head_value(const json& doc, const char* name, T fallback) {
   const auto it = doc.find(name);
   if (it == doc.end()) return fallback;
+  if constexpr (kIsInteger<T>) return integer_of<T>(*it).value_or(fallback);
   try {
     return it->get<T>();
   } catch (const json::exception&) {
@@ -374,6 +421,8 @@ Result<RankCapture> parse_capture_json(std::string_view text, const std::string&
   } catch (const json::parse_error& e) {
     return Status::invalid_argument(
         fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));
+  } catch (const json::exception& e) {  // a number too large for a double (1e400)
+    return Status::invalid_argument(fmt::format("{}: malformed JSON: {}", source, e.what()));
   }
   return capture_from_json(doc, source);
 }

@@ -175,8 +175,10 @@ Hello read_hello(Reader& r) {
   m.pid = r.get<std::int64_t>("pid");
   m.program = r.get_string("program");
   m.secret = r.get_string("secret");
-  if (m.world_size < 1) r.fail(fmt::format("world_size {} is not positive", m.world_size));
-  if (m.rank < 0 || m.rank >= m.world_size)
+  // `else`: world_size - 1 of a world_size of INT32_MIN would overflow.
+  if (m.world_size < 1)
+    r.fail(fmt::format("world_size {} is not positive", m.world_size));
+  else if (m.rank < 0 || m.rank >= m.world_size)
     r.fail(fmt::format("rank {} is outside 0..{}", m.rank, m.world_size - 1));
   r.non_negative(m.local_rank, "local_rank");
   return m;
@@ -198,8 +200,9 @@ CommInit read_comm_init(Reader& r) {
   m.rank_in_comm = r.get<std::int32_t>("rank_in_comm");
   m.id_hash = r.get<std::uint64_t>("id_hash");
   const auto n = r.get<std::uint32_t>("members");
-  if (m.nranks < 1) r.fail(fmt::format("nranks {} is not positive", m.nranks));
-  if (m.rank_in_comm < 0 || m.rank_in_comm >= m.nranks)
+  if (m.nranks < 1)
+    r.fail(fmt::format("nranks {} is not positive", m.nranks));
+  else if (m.rank_in_comm < 0 || m.rank_in_comm >= m.nranks)
     r.fail(fmt::format("rank_in_comm {} is outside 0..{}", m.rank_in_comm, m.nranks - 1));
   if (n != 0 && n != static_cast<std::uint32_t>(m.nranks))
     r.fail(fmt::format("{} members for a communicator of {} ranks", n, m.nranks));

@@ -87,6 +87,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "blackwell)"},
         BadCase{"preset: dgx-h100\nnum_gpus: 12\n",
                 "c.yaml:2:11: num_gpus: 12 is not a whole number of 8-GPU nodes"},
+        // Found by fuzz/job_yaml: num_gpus was divided by node.gpus 0 (UBSan).
+        BadCase{"preset: dgx-h100\nnode: {gpus: 0}\nnum_gpus: 16\n",
+                "c.yaml:2:14: node.gpus: must be in [1, 72] (got 0)"},
         BadCase{"preset: dgx-h100\nnum_gpus: 16\nnum_nodes: 2\n",
                 "c.yaml: give num_gpus or num_nodes, not both"},
         BadCase{"preset: dgx-h100\nfabric: 3\n", "c.yaml:2:9: fabric: expected a mapping"},

@@ -95,6 +95,10 @@ TEST(CaptureFileTest, OptionalFieldsReadAsDefaults) {
 TEST(CaptureFileTest, RefusesWhatIsNotACapture) {
   const std::pair<std::string, std::string> cases[] = {
       {"{\"format\":", "cap: malformed JSON at byte"},
+      // Found by fuzz/capture_file: nlohmann's out_of_range escaped the parse.
+      {"{\"format\":\"prism-capture\",\"version\":-1e4001,\"events\":[]}",
+       "cap: malformed JSON: [json.exception.out_of_range.406] number overflow parsing "
+       "'-1e4001'"},
       {"[1]", "cap: not a prism-capture document"},
       {"{\"format\":\"prism-capture\",\"version\":2,\"events\":[]}",
        "cap: version 2 (this build reads version 1)"},
@@ -105,6 +109,17 @@ TEST(CaptureFileTest, RefusesWhatIsNotACapture) {
        "cap: event 0: unknown event type 'dance'"},
       {"{\"format\":\"prism-capture\",\"version\":1,\"events\":[{\"type\":\"bye\",\"at\":\"x\"}]}",
        "cap: event 0: \"at\" is \"x\", not the expected type"},
+      // Found by fuzz/capture_file: a float beyond the field's type was converted (UBSan); an
+      // integer beyond it wrapped.
+      {"{\"format\":\"prism-capture\",\"version\":1,\"events\":[{\"type\":\"complete\","
+       "\"op_id\":1.5e115,\"at\":1}]}",
+       "cap: event 0: \"op_id\" is 1.5e+115, not the expected type"},
+      {"{\"format\":\"prism-capture\",\"version\":1,\"events\":[{\"type\":\"complete\","
+       "\"op_id\":4294967296,\"at\":1}]}",
+       "cap: event 0: \"op_id\" is 4294967296, not the expected type"},
+      {"{\"format\":\"prism-capture\",\"version\":1,\"events\":[{\"type\":\"comm_info\",\"comm\":1,"
+       "\"nranks\":2,\"rank_in_comm\":0,\"members\":[0,318446744073709551616]}]}",
+       "cap: event 0: \"members\" is [0,3.1844674407370955e+20], not the expected type"},
       {"{\"format\":\"prism-capture\",\"version\":1,\"events\":[{\"type\":\"compute\",\"at\":1,"
        "\"duration\":1,\"stream\":70000}]}",
        "cap: event 0: stream 70000 outside 0..65535"},

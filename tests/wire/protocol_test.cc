@@ -3,6 +3,7 @@
 // with its number, type and field.
 #include "wire/protocol.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -185,8 +186,11 @@ TEST(ProtocolTest, RejectsValuesOutOfRange) {
   const std::vector<Case> cases = {
       {Hello{5, 4, 0, 1, "p"}, "frame 0 (hello): rank 5 is outside 0..3"},
       {Hello{0, 0, 0, 1, "p"}, "frame 0 (hello): world_size 0 is not positive"},
+      // Found by fuzz/wire_frames: once world_size - 1 overflowed (UBSan).
+      {Hello{0, INT32_MIN, 0, 1, "p"}, "frame 0 (hello): world_size -2147483648 is not positive"},
       {Hello{0, 2, -1, 1, "p"}, "frame 0 (hello): local_rank -1 is negative"},
       {CommInit{1, 0, 0, 0, {}}, "frame 0 (comm_init): nranks 0 is not positive"},
+      {CommInit{1, INT32_MIN, 0, 0, {}}, "frame 0 (comm_init): nranks -2147483648 is not positive"},
       {CommInit{1, 4, 4, 0, {}}, "frame 0 (comm_init): rank_in_comm 4 is outside 0..3"},
       {CommInit{1, 4, 0, 0, {1, 2}},
        "frame 0 (comm_init): 2 members for a communicator of 4 ranks"},
