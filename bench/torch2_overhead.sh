@@ -19,7 +19,8 @@
 #             backend's.
 # The real rank (and, under `prism emulate`, its capture) is pinned to core 0
 # with one torch thread; the coordinator is left to the scheduler. The
-# emulations capture rank 0 only (--no-verify-roles).
+# emulations capture rank 0 only (--no-verify-roles). COORD_CPU=1 pins
+# `prism emulate` (the coordinator) to core 1, away from the rank's core.
 #
 # Per run the program gives the round trips' p50/p90/p99/max and the
 # blocks' median wall and CPU time. The script prints every run, then the
@@ -43,6 +44,8 @@ latency=${LATENCY_US:-20000}
 out=$(mktemp -d)
 [[ -n ${KEEP:-} ]] || trap 'rm -rf "$out"' EXIT
 program=(taskset -c 0 "$py" bench/torch2_collective.py "$@")
+prism=("$build/bin/prism")
+[[ -n ${COORD_CPU:-} ]] && prism=(taskset -c "$COORD_CPU" "${prism[@]}")
 fast=(--set cluster.network.latency_us=0 --set cluster.network.nic_Gbps=99999
   --set cluster.node.nvlink_link_GBps=9999)
 
@@ -56,12 +59,12 @@ run() { # way round
       OMP_NUM_THREADS=1 "${program[@]}" >"$out/$way$round.out" 2>&1 || status=$?
     ;;
   emulated)
-    OMP_NUM_THREADS=1 "$build/bin/prism" emulate bench/jobs/torch2-overhead-8.yaml "${fast[@]}" \
+    OMP_NUM_THREADS=1 "${prism[@]}" emulate bench/jobs/torch2-overhead-8.yaml "${fast[@]}" \
       --real-ranks 0 --master-port 0 --no-verify-roles -- "${program[@]}" >"$out/$way$round.out" 2>&1 ||
       status=$?
     ;;
   overlap)
-    OMP_NUM_THREADS=1 "$build/bin/prism" emulate bench/jobs/torch2-overhead-8.yaml "${fast[@]}" \
+    OMP_NUM_THREADS=1 "${prism[@]}" emulate bench/jobs/torch2-overhead-8.yaml "${fast[@]}" \
       --set cluster.network.latency_us="$latency" --real-ranks 0 --master-port 0 --no-verify-roles \
       -- "${program[@]}" --overlap --calls 10 --warmup-calls 0 >"$out/$way$round.out" 2>&1 || status=$?
     ;;
