@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# All-real against hybrid for the 3-D Llama (issue 22, "Fidelity and
+# performance"; docs/validation.md, "All-real against hybrid on PyTorch
+# 2.x"): examples/llama_3d/train.py as bench/jobs/llama-3d-2.yaml, its two
+# pipeline stages on 2 ranks (pp 2, tp 1, dp 1), the largest world whose
+# every rank runs for real on the 2-core VM. Each pair runs it twice under
+# `prism emulate` through the c10d backend (torch 2.x), the two in turn:
+#   all-real  --real-ranks 0,1: both ranks real, the network emulated;
+#   hybrid    --real-ranks 0: rank 0 real against rank 1 emulated from its
+#             capture.
+# Both capture the two stages side by side first (--capture-jobs 2), as the
+# slices experiment's better side did (bench/slices_fidelity.sh), and pin
+# rank r to core r. Odd pairs run all-real first, even pairs hybrid first.
+# GLOO=1 adds a third run to each pair, last: both ranks real on plain Gloo,
+# no PrismLLM (as bench/slices_fidelity_real.sh), rank 0's figure the median
+# of the step times the program prints past the same warm-up.
+#
+# The figure of a run is the median of the real rank 0's iteration times
+# (`iteration_times_s` in the report) past the first WARMUP steps, as in
+# bench/slices_fidelity.sh; the error of a pair is hybrid / all-real - 1.
+# A run counts as clean, as there, when each process that made its figure
+# ran at full speed: its CPU (user + system, /usr/bin/time) within CLEAN_PCT
+# percent of the lowest that process had over all runs of its side.
+# All-real, that is both real ranks; hybrid, the real rank 0 and the capture
+# of stage 1 that the emulated rank 1 replays. (This program prints no CPU
+# per step; a process's whole CPU counts its Gloo-free backend threads too.)
+# The script prints every pair with the 1-minute load average at its start,
+# then the median, p10, p90 and largest of the paired errors over the pairs
+# clean on both sides and over all pairs.
+#
+#   bench/torch2_fidelity.sh [PAIRS] [BUILD_DIR] [-- extra train.py args]
+#   PYTHON=/work/main/.venv/bin/python STEPS=12 WARMUP=2 bench/torch2_fidelity.sh 30
+set -euo pipefail
+pairs=${1:-5}
+build=${2:-build}
+shift $(($# < 2 ? $# : 2))
+[[ $# -gt 0 && $1 == -- ]] && shift
+steps=${STEPS:-12} warmup=${WARMUP:-2}
+((warmup >= 1 && steps > warmup)) || {
+  echo "error: need 1 <= WARMUP < STEPS (WARMUP=$warmup STEPS=$steps)" >&2
+  exit 2
+}
+py=${PYTHON:-.venv/bin/python}
+[[ -x $py ]] || {
+  echo "error: PYTHON=$py is not an interpreter (torch 2.x; scripts/setup.sh makes .venv)" >&2
+  exit 2
+}
+out=$(mktemp -d)
+[[ -n ${KEEP:-} ]] || trap 'rm -rf "$out"' EXIT
+args=(--pp 2 --tp 1 --steps "$steps" "$@")
+
+# Each rank pins itself to the core of its number, one torch thread, and
+# appends its CPU time to $CPU_FILE: captures first, then the real ranks.
+program=(sh -c 'exec taskset -c "$RANK" /usr/bin/time -a -o "$CPU_FILE" -f "rank $RANK cpu %U %S wall %e" "$0" "$@"'
+  "$py" examples/llama_3d/train.py "${args[@]}")
+run() { # side pair
+  local side=$1 pair=$2 ranks=0
+  [[ $side == real ]] && ranks=0,1
+  awk '{print $1}' /proc/loadavg >"$out/$side$pair.load"
+  CPU_FILE=$out/$side$pair.cpu OMP_NUM_THREADS=1 "$build/bin/prism" emulate bench/jobs/llama-3d-2.yaml \
+    --real-ranks $ranks --master-port 0 --capture-jobs 2 --report "$out/$side$pair.json" \
+    -- "${program[@]}" >"$out/$side$pair.out" 2>&1 || {
+    cat "$out/$side$pair.out"
+    exit 1
+  }
+}
+for pair in $(seq 1 "$pairs"); do
+  echo "pair $pair of $pairs ($(date -u +%T)) ..." >&2
+  if ((pair % 2)); then run real "$pair" && run hybrid "$pair"; else run hybrid "$pair" && run real "$pair"; fi
+  if [[ ${GLOO:-0} == 1 ]]; then
+    awk '{print $1}' /proc/loadavg >"$out/gloo$pair.load"
+    port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    pids=()
+    for rank in 0 1; do
+      RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
+        CPU_FILE=$out/gloo$pair.cpu "${program[@]}" >"$out/gloo$pair.$rank.out" 2>&1 &
+      pids+=($!)
+    done
+    for rank in 0 1; do
+      wait "${pids[$rank]}" || {
+        echo "error: pair $pair, plain Gloo: rank $rank failed; its output:" >&2
+        cat "$out/gloo$pair.$rank.out" >&2
+        exit 1
+      }
+    done
+  fi
+done
+
+"$py" - "$out" "$pairs" "$warmup" "${CLEAN_PCT:-10}" "${GLOO:-0}" <<'PY'
+import json, re, statistics, sys
+out, pairs, warmup, clean_pct = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+gloo = sys.argv[5] == "1"
+sides = ("real", "hybrid")
+
+def figure(side, i):
+    report = json.load(open(f"{out}/{side}{i}.json"))
+    rank0 = next(r for r in report["real_ranks"] if r["rank"] == 0)
+    # N steps make N - 1 iterations, iteration k ending with step k + 1.
+    times = rank0["iteration_times_s"][warmup - 1:]
+    cpu = [(int(r), float(u) + float(s)) for r, u, s in
+           re.findall(r"rank (\d) cpu ([0-9.]+) ([0-9.]+)", open(f"{out}/{side}{i}.cpu").read())]
+    # Two captures (either order), then the real ranks.
+    want = 4 if side == "real" else 3
+    if len(cpu) != want or sorted(r for r, _ in cpu[:2]) != [0, 1]:
+        sys.exit(f"error: pair {i}, {side}: {len(cpu)} processes' CPU lines, expected {want}")
+    if side == "real":
+        made = {0: dict(cpu[2:])[0], 1: dict(cpu[2:])[1]}  # the two real ranks
+    else:
+        made = {0: cpu[2][1], 1: dict(cpu[:2])[1]}  # real rank 0, stage 1's capture
+    return {"ms": statistics.median(times) * 1e3, "cpu": made, "n": len(times),
+            "load": float(open(f"{out}/{side}{i}.load").read())}
+
+def plain(i):
+    steps = [float(ms) for _, ms in re.findall(r"rank 0 stages \[0\] step (\d+): ([0-9.]+) ms",
+                                               open(f"{out}/gloo{i}.0.out").read())]
+    if len(steps) <= warmup:
+        sys.exit(f"error: pair {i}, plain Gloo: rank 0 printed {len(steps)} steps")
+    cpu = dict((int(r), float(u) + float(s)) for r, u, s in
+               re.findall(r"rank (\d) cpu ([0-9.]+) ([0-9.]+)", open(f"{out}/gloo{i}.cpu").read()))
+    return {"ms": statistics.median(steps[warmup:]), "cpu": cpu, "n": len(steps) - warmup,
+            "load": float(open(f"{out}/gloo{i}.load").read())}
+
+rows = [{side: figure(side, i) for side in sides} for i in range(1, pairs + 1)]
+if gloo:
+    sides += ("gloo",)
+    for i, r in enumerate(rows, 1):
+        r["gloo"] = plain(i)
+lowest = {side: [min(r[side]["cpu"][s] for r in rows) for s in (0, 1)] for side in sides}
+for r in rows:
+    for side in sides:
+        r[side]["clean"] = all(r[side]["cpu"][s] <= lowest[side][s] * (1 + clean_pct / 100)
+                               for s in (0, 1))
+print(f"{'pair':>4} {'load':>5} {'all-real (ms)':>14} {'cpu r0/r1 (s)':>14} "
+      f"{'hybrid (ms)':>12} {'cpu r0/c1 (s)':>14} {'error':>8}")
+for i, r in enumerate(rows, 1):
+    a, h = r["real"], r["hybrid"]
+    print(f"{i:>4} {a['load']:>5.2f} {a['ms']:>13.2f}{' ' if a['clean'] else '*'} "
+          f"{a['cpu'][0]:>6.2f}/{a['cpu'][1]:<7.2f} {h['ms']:>11.2f}{' ' if h['clean'] else '*'} "
+          f"{h['cpu'][0]:>6.2f}/{h['cpu'][1]:<7.2f} {100 * (h['ms'] / a['ms'] - 1):>+7.2f}%"
+          + (f"   gloo {r['gloo']['load']:>5.2f} {r['gloo']['ms']:>8.2f}{' ' if r['gloo']['clean'] else '*'}"
+             f" {r['gloo']['cpu'][0]:>6.2f}/{r['gloo']['cpu'][1]:<7.2f}" if gloo else ""))
+print(f"* a process slowed: its CPU over {clean_pct:g}% above its side's lowest "
+      f"(all-real {lowest['real'][0]:.2f}/{lowest['real'][1]:.2f} s, "
+      f"hybrid {lowest['hybrid'][0]:.2f}/{lowest['hybrid'][1]:.2f} s); "
+      f"{rows[0]['real']['n']} timed iterations a run")
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    k = (len(xs) - 1) * q
+    lo = int(k)
+    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (k - lo)
+
+for what, keep in (("pairs clean on both sides", True), ("all pairs", False)):
+    sel = [r for r in rows if (r["real"]["clean"] and r["hybrid"]["clean"]) or not keep]
+    if not sel:
+        print(f"{what}: none")
+        continue
+    errors = [100 * (r["hybrid"]["ms"] / r["real"]["ms"] - 1) for r in sel]
+    print(f"{what}: paired error median {statistics.median(errors):+.2f}% over {len(sel)} pairs, "
+          f"p10 {quantile(errors, 0.1):+.2f}%, p90 {quantile(errors, 0.9):+.2f}%, "
+          f"largest |error| {max(errors, key=abs):+.2f}%; medians all-real "
+          f"{statistics.median(r['real']['ms'] for r in sel):.2f} ms, hybrid "
+          f"{statistics.median(r['hybrid']['ms'] for r in sel):.2f} ms")
+    if gloo:
+        for side in ("real", "hybrid"):
+            sel = [r for r in rows if (r[side]["clean"] and r["gloo"]["clean"]) or not keep]
+            if sel:
+                errors = [100 * (r[side]["ms"] / r["gloo"]["ms"] - 1) for r in sel]
+                print(f"{what}: {side} against plain Gloo: paired error median "
+                      f"{statistics.median(errors):+.2f}% over {len(sel)} pairs, p10 "
+                      f"{quantile(errors, 0.1):+.2f}%, p90 {quantile(errors, 0.9):+.2f}%, largest "
+                      f"|error| {max(errors, key=abs):+.2f}%; median plain Gloo "
+                      f"{statistics.median(r['gloo']['ms'] for r in sel):.2f} ms")
+PY
