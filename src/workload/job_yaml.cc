@@ -386,6 +386,13 @@ class JobParser {
       std::filesystem::path path(name);
       if (path.is_relative()) path = std::filesystem::path(source_).parent_path() / path;
       *doc_source = path.string();
+      // A cluster spec is a file: a device or a pipe (/dev/zero) would be
+      // read without end.
+      std::error_code ec;
+      if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec) &&
+          !std::filesystem::is_directory(path, ec))
+        return Status::invalid_argument(
+            fmt::format("{}: cluster: {}: not a regular file", at, *doc_source));
       const Result<std::string> text = read_file(*doc_source);
       if (!text.is_ok())
         return Status::invalid_argument(

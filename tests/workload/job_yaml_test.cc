@@ -1,5 +1,7 @@
 #include "workload/job_yaml.h"
 
+#include "net/cluster_yaml.h"
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -465,6 +467,13 @@ TEST_F(JobYamlFiles, ClusterFileErrors) {
       j.status().message(),
       missing + ":2:10: cluster: " + (dir_ / "clusters" / "none.yaml").string() + ": no such file");
   EXPECT_FALSE(load_job_yaml((dir_ / "nope.yaml").string()).is_ok());
+  // A device is not a cluster spec: refused, not read without end.
+  const std::string device =
+      write_job("device.yaml", "model: {preset: llama2-7b}\ncluster: /dev/zero\n");
+  j = load_job_yaml(device);
+  ASSERT_FALSE(j.is_ok());
+  EXPECT_EQ(j.status().message(), device + ":2:10: cluster: /dev/zero: not a regular file");
+  EXPECT_EQ(load_cluster_yaml("/dev/zero").status().message(), "/dev/zero: not a regular file");
 }
 
 }  // namespace
