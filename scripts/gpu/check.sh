@@ -252,17 +252,14 @@ step() {
   [ $rc != 0 ] && tail -5 "$out/$name.out" | sed 's/^/    /' | tee -a "$log"
   return $rc
 }
-# line_json FILE TAG: the JSON after the last "TAG " in FILE (a rank's prefix allowed).
-line_json() {
-  local s; s=$(grep -ao "$2 {.*}" "$1" 2>/dev/null | tail -1 | sed "s/^$2 //")
+# line_json FILE TAG: the JSON after the last "TAG " in FILE (a rank's prefix
+# allowed); first_json: the same for the first such line.
+tagged_json() {  # tagged_json head|tail FILE TAG
+  local s; s=$(grep -ao "$3 {.*}" "$2" 2>/dev/null | "$1" -1 | sed "s/^$3 //")
   echo "${s:-null}"
 }
-
-# first_json FILE TAG: the same for the first such line.
-first_json() {
-  local s; s=$(grep -ao "$2 {.*}" "$1" 2>/dev/null | head -1 | sed "s/^$2 //")
-  echo "${s:-null}"
-}
+line_json() { tagged_json tail "$@"; }
+first_json() { tagged_json head "$@"; }
 
 B=$here
 cd "$B" || exit 1

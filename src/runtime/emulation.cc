@@ -65,9 +65,8 @@ Status check_launch(const EmulationOptions& o, const PreparedJob& job) {
     return Status::invalid_argument(
         "--external-ranks starts no real rank here: drop the PROGRAM after -- and start it with "
         "your own launcher, with the environment of --rank-env");
-  const bool tcp = !o.listen.empty() && wire::parse_address(o.listen).is_ok() &&
-                   wire::parse_address(o.listen).value().kind == wire::Address::Kind::kTcp;
-  if (!tcp)
+  const Result<wire::Address> listen = wire::parse_address(o.listen);
+  if (!listen.is_ok() || listen.value().kind != wire::Address::Kind::kTcp)
     return Status::invalid_argument(
         "--external-ranks needs --listen tcp:HOST:PORT, an address of this host that the real "
         "ranks' hosts reach (the rendezvous store listens on HOST too)");

@@ -233,9 +233,11 @@ void Shim::completed(std::uint64_t ticket) {
   NcclReserve& n = nccl_[comm];
   n.planned += bytes;
   n.owed += bytes;
+  owed_any_.store(true);
 }
 
 ncclResult_t Shim::reserve_owed(const char* fn) {
+  if (!owed_any_.exchange(false)) return ncclSuccess;
   std::vector<std::pair<std::uint32_t, std::int64_t>> owed;
   {
     std::lock_guard lock(state_mu_);

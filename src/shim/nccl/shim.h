@@ -120,6 +120,9 @@ class Shim {
     std::vector<void*> blocks;
   };
   std::unordered_map<std::uint32_t, NcclReserve> nccl_;  // per communicator (state_mu_)
+  // Some communicator owes bytes: every NCCL call asks, so the usual answer
+  // (nothing) costs one load, not the lock and a walk over nccl_.
+  std::atomic<bool> owed_any_{false};
   std::string broken_;
 
   std::unique_ptr<Device> device_;
