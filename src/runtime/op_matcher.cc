@@ -61,11 +61,17 @@ Status OpMatcher::declare(const wire::CommInit& c) {
     break;
   }
   if (comm.slot == kNone) {
-    if (c.members.empty()) {
+    if (!c.members.empty()) {
+      comm.members.assign(c.members.begin(), c.members.end());  // sends and receives only
+    } else if (c.nranks == g_.world_size() && c.rank_in_comm == rank_) {
+      // The whole job, as every rank's default process group is (the parent
+      // of device-mesh splits), with no collective of its own in the graph.
+      comm.members.resize(static_cast<std::size_t>(g_.world_size()));
+      for (Rank r = 0; r < g_.world_size(); ++r) comm.members[static_cast<std::size_t>(r)] = r;
+    } else {
       return Status::invalid_argument(fmt::format(
           "{}: no communicator of the graph left with that size and position", where()));
     }
-    comm.members.assign(c.members.begin(), c.members.end());  // sends and receives only
   }
   comms_.emplace(c.comm, std::move(comm));
   return Status::ok();

@@ -7,7 +7,9 @@
 //   declared members in that order (or, when the rank does not know them,
 //   the declared size and the rank's position), the k-th such declaration
 //   taking the k-th such slot; a communicator with known members that is no
-//   slot's group carries only sends and receives;
+//   slot's group carries only sends and receives, and so does one of the
+//   whole job at the rank's own position when no slot is left for it (a
+//   default process group that only device-mesh splits use);
 // - a communicator split from another (ncclCommSplit) is a group slot whose
 //   group lies within the parent's members: the one whose PyTorch split
 //   color (runtime/split_color.h) is the split's color, else the first whose

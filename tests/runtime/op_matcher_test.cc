@@ -156,6 +156,26 @@ TEST(OpMatcherTest, SplitsByTheLowestRankTakeTheSlotItStarts) {
   EXPECT_EQ(tp.value().info.members, (std::vector<std::int32_t>{2, 3}));
 }
 
+// ncclCommInitRank of the default process group says only its size and the
+// rank's position: a communicator of the whole job at the rank's own
+// position with no slot left is the world (the parent of device-mesh
+// splits, H200 2026-11-27), carrying no collective of its own.
+TEST(OpMatcherTest, TheWholeJobWithoutMembersIsTheWorld) {
+  const ExecutionGraph g = grid();
+  OpMatcher m(g, 3);
+  ASSERT_TRUE(m.declare(wire::CommInit{1, 4, 3, 0, {}}).is_ok());
+  Result<OpMatcher::Split> dp = m.split(wire::CommSplit{1, 2, 1, 3});
+  ASSERT_TRUE(dp.is_ok()) << dp.status().message();
+  EXPECT_EQ(dp.value().info.members, (std::vector<std::int32_t>{1, 3}));
+  EXPECT_EQ(dp.value().parent, (std::vector<Rank>{0, 1, 2, 3}));
+  EXPECT_THAT(m.match(op(1, wire::OpCode::kAllReduce, 64)).status().message(),
+              HasSubstr("the graph has no collectives on a communicator of these members"));
+  // At another position it is not this rank's world.
+  OpMatcher other(g, 3);
+  EXPECT_THAT(other.declare(wire::CommInit{1, 4, 2, 0, {}}).message(),
+              HasSubstr("no communicator of the graph left with that size and position"));
+}
+
 TEST(OpMatcherTest, RejectsSplitsOfUnknownParentsAndKnownHandles) {
   const ExecutionGraph g = grid();
   OpMatcher m(g, 0);
