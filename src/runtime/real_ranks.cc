@@ -90,6 +90,10 @@ Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
                  "prism emulate: warning: the rendezvous store dropped more clients that did not "
                  "speak its protocol; they are not named\n");
   };
+  if (const char* t = std::getenv("PRISM_STORE_TRACE");
+      t != nullptr && std::string_view(t) == "1") {
+    o.on_trace = [](const std::string& line) { fmt::print(stderr, "prism emulate: {}\n", line); };
+  }
   Result<std::unique_ptr<RendezvousStore>> store =
       RendezvousStore::start(e.store_host, static_cast<std::uint16_t>(e.master_port), o);
   if (!store.is_ok())

@@ -95,6 +95,7 @@ class RendezvousStore::Impl {
       : state_(options),
         on_error_(options.on_error),
         on_drop_(options.on_drop),
+        on_trace_(options.on_trace),
         listen_fd_(listen_fd),
         wake_fd_(wake_fd) {
     thread_ = std::thread([this] { loop(); });
@@ -214,6 +215,8 @@ class RendezvousStore::Impl {
     }
     for (ClientId id : effects.closes) close_conn(id);
     report(effects.errors);
+    if (on_trace_)
+      for (const auto& n : effects.notes) on_trace_(n);
     for (const auto& d : effects.dropped) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -267,6 +270,7 @@ class RendezvousStore::Impl {
   StoreState state_;
   std::function<void(const std::string&)> on_error_;
   std::function<void(const std::string&)> on_drop_;
+  std::function<void(const std::string&)> on_trace_;
   int listen_fd_;
   int wake_fd_;
   std::map<ClientId, Conn> conns_;

@@ -59,6 +59,11 @@ struct StoreOptions {
   std::function<void(const std::string&)> on_error;
   // Receives each dropped client's description, likewise.
   std::function<void(const std::string&)> on_drop;
+  // When set, receives a line for each NCCL id asked for or published (how
+  // the key was read and who publishes it), each group declaration, and each
+  // read left waiting for an absent key other than a barrier's (`prism
+  // emulate` with PRISM_STORE_TRACE=1), likewise.
+  std::function<void(const std::string&)> on_trace;
 };
 
 class RendezvousStore {

@@ -105,12 +105,28 @@ KeyInfo classify(std::string_view key) {
   }
   auto pg = std::find(parts.begin(), parts.end(), "default_pg");
   if (pg == parts.end() || std::next(pg) == parts.end()) return info;
-  std::size_t j = static_cast<std::size_t>(pg - parts.begin()) + 2;
-  if (j + 1 < n && is_device_name(parts[j])) ++j;  // torch 2.x's device part
-  const bool found = (n - j == 1 && classify_nccl(key, parts[j], info)) ||
-                     (n - j == 2 && classify_gloo(parts[j], parts[j + 1], info));
-  if (found) info.group = std::string(*std::next(pg));
-  return found ? info : KeyInfo{};
+  // The group's name at parts[g], then (torch 2.x) the device, then the
+  // backend's own key.
+  const auto at = [&](std::size_t g) {
+    KeyInfo found;
+    std::size_t j = g + 1;
+    if (j + 1 < n && is_device_name(parts[j])) ++j;
+    if ((n - j == 1 && classify_nccl(key, parts[j], found)) ||
+        (n - j == 2 && classify_gloo(parts[j], parts[j + 1], found))) {
+      found.group = std::string(parts[g]);
+    }
+    return found;
+  };
+  const auto g = static_cast<std::size_t>(pg - parts.begin()) + 1;
+  KeyInfo found = at(g);
+  // torch 2.11 makes a new group's store within the default group's
+  // ("default_pg/0/<group>/cuda/0"): the group's name follows the default
+  // group's, and a device follows it.
+  if (found.kind == KeyKind::kPlain && g + 2 < n && !is_device_name(parts[g + 1]) &&
+      is_device_name(parts[g + 2])) {
+    found = at(g + 1);
+  }
+  return found;
 }
 
 Result<std::vector<std::int32_t>> parse_members(std::string_view text) {

@@ -226,6 +226,7 @@ void StoreState::handle_read(ClientId id, Query& q, StoreEffects& out) {
   if (q.op == Op::kWait) return handle_wait(id, q, out);
   c.pending = std::move(q);
   try_answer(id, c, out);
+  if (c.pending) trace_waiting(id, c.pending->keys, infos, out);
 }
 
 void StoreState::handle_wait(ClientId id, const Query& q, StoreEffects& out) {
@@ -239,6 +240,18 @@ void StoreState::handle_wait(ClientId id, const Query& q, StoreEffects& out) {
     return;
   }
   for (const auto& key : c.waiting) waiters_[key].push_back(id);
+  trace_waiting(id, q.keys, classify_all(q.keys), out);
+}
+
+void StoreState::trace_waiting(ClientId id, const std::vector<std::string>& keys,
+                               std::span<const store_keys::KeyInfo> infos,
+                               StoreEffects& out) const {
+  if (!options_.on_trace) return;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (present(keys[i]) || infos[i].kind == store_keys::KeyKind::kBarrierCounter) continue;
+    out.notes.push_back(
+        fmt::format("rendezvous store: {} waits for absent key '{}'", who(id), keys[i]));
+  }
 }
 
 void StoreState::handle_compare_set(ClientId id, const Query& q, StoreEffects& out) {

@@ -42,6 +42,8 @@ struct StoreEffects {
   // Clients closed for bytes that are not TCPStore's protocol (a stranger on
   // the port): named once each, not errors of the run.
   std::vector<std::string> dropped;
+  // StoreOptions::on_trace's lines; only when it is set.
+  std::vector<std::string> notes;
 };
 
 // The options' own consistency: world size, ranks in range and unique.
@@ -88,6 +90,10 @@ class StoreState {
   void handle_add(ClientId id, const Query& q, StoreEffects& out);
   void handle_queue(ClientId id, const Query& q, StoreEffects& out);
   void handle_wait(ClientId id, const Query& q, StoreEffects& out);
+  // StoreOptions::on_trace's line for each of `keys` still absent (not a
+  // barrier's) that the client now waits for.
+  void trace_waiting(ClientId id, const std::vector<std::string>& keys,
+                     std::span<const store_keys::KeyInfo> infos, StoreEffects& out) const;
 
   // Virtual-rank rules for a key a client touches; false when the client was
   // refused (and closed). `asked` holds every key of the query that touches

@@ -75,8 +75,18 @@ bool StoreState::admit(ClientId id, const std::string& key, const KeyInfo& info,
                        std::span<const KeyInfo> asked, bool writing, StoreEffects& out) {
   Client& c = clients_.at(id);
   if (is_nccl_id(info.kind)) {
+    const std::optional<std::int32_t> pub = publisher(info, asked);
+    if (options_.on_trace) {
+      out.notes.push_back(fmt::format(
+          "rendezvous store: {} {} '{}': {} of group '{}' ({}), publisher {}, {}", who(id),
+          writing ? "publishes" : "asks for", key, describe_id(info), info.group,
+          members(info.group) ? fmt::format("{} ranks", members(info.group)->size()) : "undeclared",
+          pub ? fmt::format("rank {} ({})", *pub, real_.contains(*pub) ? "real" : "virtual")
+              : "unknown",
+          kv_.contains(key) ? "present" : "absent"));
+    }
     if (writing) {
-      if (auto pub = publisher(info, asked); pub && real_.contains(*pub)) c.rank = *pub;
+      if (pub && real_.contains(*pub)) c.rank = *pub;
     } else if (!kv_.contains(key)) {
       settle_absent(key, info, asked, out);
     }
@@ -140,6 +150,10 @@ void StoreState::settle_absent(const std::string& key, const KeyInfo& info,
 void StoreState::declare_group(ClientId id, const std::string& group, const Bytes& value,
                                StoreEffects& out) {
   const std::string text(value.begin(), value.end());
+  if (options_.on_trace) {
+    out.notes.push_back(fmt::format("rendezvous store: {} declares group '{}' as '{}'", who(id),
+                                    group, text.substr(0, 200)));
+  }
   auto report = [&](const std::string& what) {
     out.errors.push_back(
         fmt::format("rendezvous store: {}: declaration of process group '{}' as "

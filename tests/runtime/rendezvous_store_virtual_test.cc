@@ -1,5 +1,8 @@
 // The rendezvous store's answers for virtual ranks: rank counters, NCCL ids
 // of virtual publishers, group declarations, refused Gloo groups.
+#include <memory>
+#include <mutex>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -124,6 +127,55 @@ TEST(RendezvousStoreVirtual, SubgroupsAreDeclaredBySideKey) {
   frontend.set("//worker/attempt_0/prism/group/5", "8, 9,10,11");
   EXPECT_EQ(rank9.read_bytes(), id_of(key));  // group rank 0 is global 8: virtual
   EXPECT_TRUE(store->errors().empty());
+}
+
+// torch 2.11 nests a new group's keys in the default group's store: the
+// keys Megatron-Core's pipeline group and data-parallel group (scalable
+// init, 2 roots) asked for on an H200, with their roots virtual.
+TEST(RendezvousStoreVirtual, NestedGroupStoresOfTorch211AreAnswered) {
+  auto store = start_store(1024, {256});
+  TestClient rank256(store->port(), Dialect::kValidated);
+  rank256.set("/default_pg/prism/group/2313", "0,256,512,768");
+  const std::string pp = "/default_pg/0//2313//cuda//0";
+  EXPECT_EQ(rank256.get(pp), id_of(pp));
+  std::string dp;
+  for (int r = 0; r < 256; ++r) dp += (r ? "," : "") + std::to_string(r + 256);
+  rank256.set("/default_pg/prism/group/5", dp);
+  const std::vector<std::string> roots = {"/default_pg/0//5//cuda//UniqueNCCLID:0",
+                                          "/default_pg/0//5//cuda//UniqueNCCLID:1"};
+  // Rank 256 is root 0 (group rank 0) and publishes its own; root 1 (group
+  // rank 128, global 384) is virtual.
+  rank256.set(roots[0], "real-id");
+  rank256.send({.op = Op::kMultiGet, .keys = roots});
+  EXPECT_EQ(string_of(*rank256.read_bytes()), "real-id");
+  EXPECT_EQ(rank256.read_bytes(), id_of(roots[1]));
+  EXPECT_TRUE(store->errors().empty());
+}
+
+// PRISM_STORE_TRACE=1's lines: each NCCL id asked for, each declaration,
+// each read left waiting.
+TEST(RendezvousStoreVirtual, TraceSaysWhatIsAskedAndWhoPublishes) {
+  StoreOptions o = store_testing::world(16, {9});
+  auto lines = std::make_shared<std::vector<std::string>>();
+  auto mu = std::make_shared<std::mutex>();
+  o.on_trace = [lines, mu](const std::string& l) {
+    std::lock_guard lock(*mu);
+    lines->push_back(l);
+  };
+  auto store = store_testing::start_store(std::move(o));
+  TestClient rank9(store->port(), Dialect::kValidated);
+  rank9.set("/default_pg/prism/group/3", "8,9");
+  EXPECT_EQ(rank9.get("/default_pg/0//3//cuda//0"), id_of("/default_pg/0//3//cuda//0"));
+  rank9.send({.op = Op::kGet, .keys = {"/not_yet"}});
+  EXPECT_FALSE(rank9.read(1, 100ms));
+  std::lock_guard lock(*mu);
+  ASSERT_GE(lines->size(), 3u);
+  EXPECT_THAT((*lines)[0], HasSubstr("declares group '3' as '8,9'"));
+  EXPECT_THAT((*lines)[1],
+              HasSubstr("asks for '/default_pg/0//3//cuda//0': the NCCL unique id published by "
+                        "its group rank 0 of group '3' (2 ranks), publisher rank 8 (virtual), "
+                        "absent"));
+  EXPECT_THAT(lines->back(), HasSubstr("waits for absent key '/not_yet'"));
 }
 
 TEST(RendezvousStoreVirtual, BadDeclarationsAreReported) {

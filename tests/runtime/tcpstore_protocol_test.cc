@@ -126,6 +126,13 @@ TEST(RendezvousStoreKeys, ClassifiesTorchsKeys) {
       {"//worker/attempt_0/default_pg/0//cuda//UniqueNCCLID:2", KeyKind::kNcclRootId, "0", 2},
       {"//worker/attempt_0/default_pg/0//cpu//0/3", KeyKind::kGlooAddress, "0", 3},
       {"/default_pg/1//cuda//9:4", KeyKind::kNcclP2pId, "1", 4},
+      // 2.11: a new group's store within the default group's (seen on an
+      // H200 with Megatron-Core's groups, 2026-11-27)
+      {"/default_pg/0//2313//cuda//0", KeyKind::kNcclId, "2313", 0},
+      {"/default_pg/0//5//cuda//UniqueNCCLID:1", KeyKind::kNcclRootId, "5", 1},
+      {"/default_pg/0//2313//cuda//3:1", KeyKind::kNcclP2pId, "2313", 1},
+      {"/default_pg/0//7//cpu//0/3", KeyKind::kGlooAddress, "7", 3},
+      {"/default_pg/0//2313//cuda//SEQ_NUM_STORE_KEY", KeyKind::kPlain, "", -1},
       {"/x/prism/group/5", KeyKind::kGroupDeclaration, "5", -1},
       {"/mykey", KeyKind::kPlain, "", -1},
       {"/default_pg/0//cuda//SEQ_NUM_STORE_KEY", KeyKind::kPlain, "", -1},
@@ -139,6 +146,8 @@ TEST(RendezvousStoreKeys, ClassifiesTorchsKeys) {
   }
   EXPECT_EQ(store_keys::classify("/default_pg/0//cuda//UniqueNCCLID:2").root_prefix,
             "/default_pg/0//cuda//");
+  EXPECT_EQ(store_keys::classify("/default_pg/0//5//cuda//UniqueNCCLID:0").root_prefix,
+            "/default_pg/0//5//cuda//");
   EXPECT_EQ(store_keys::classify("/p/store_based_barrier_key:abc").barrier_name, "abc");
 }
 
