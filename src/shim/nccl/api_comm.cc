@@ -1,8 +1,15 @@
 // Entry points: version and errors, unique ids, communicators' life and
 // their getters. Each one decodes its arguments, checks them, hands over to
 // the Shim and translates the outcome (docs/nccl-shim.md).
+#include <strings.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+
+#include <fmt/format.h>
 
 #include "shim/nccl/comm.h"
 #include "shim/nccl/shim.h"
@@ -23,12 +30,23 @@ ncclResult_t check_config(const char* fn, const ncclConfig_t* config) {
   return ncclSuccess;
 }
 
+// NCCL_DEBUG=INFO (or TRACE), as NCCL's own: a line on stderr as each
+// communicator is asked for and when it is made, to see where a rank waits.
+bool debug_info() {
+  static const bool on = [] {
+    const char* v = std::getenv("NCCL_DEBUG");
+    return v != nullptr && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0);
+  }();
+  return on;
+}
+
 // Connects, makes a handle and lets `declare(client, comm)` tell the
 // coordinator about it (filling in what the answer says), then registers
 // the communicator as *out.
 template <typename Declare>
 ncclResult_t make_comm(const char* fn, ncclComm_t* out, Declare&& declare) {
   Shim& shim = Shim::get();
+  if (debug_info()) fmt::print(stderr, "PrismLLM NCCL INFO pid {}: {} called\n", ::getpid(), fn);
   std::lock_guard lock(shim.client_mu());
   prism_client* c = nullptr;
   PRISM_NCCL_TRY(shim.connect(fn, &c));
@@ -36,6 +54,10 @@ ncclResult_t make_comm(const char* fn, ncclComm_t* out, Declare&& declare) {
   comm->handle = shim.next_comm_handle();
   const prism_status s = declare(c, *comm);
   if (s != PRISM_OK) return shim.client_error(fn, s);
+  if (debug_info()) {
+    fmt::print(stderr, "PrismLLM NCCL INFO pid {}: {}: communicator {} of {} ranks, position {}\n",
+               ::getpid(), fn, comm->handle, comm->nranks, comm->rank);
+  }
   shim.add_comm(comm.get());
   *out = comm.release();
   return ncclSuccess;

@@ -22,6 +22,8 @@ __attribute__((visibility("default"))) ncclResult_t prismNcclMarker(int code, in
     return failf(ncclInvalidArgument, fn, "marker code {} is not 0..3", code);
   return guarded(fn, [&] {
     Shim& shim = Shim::get();
+    // Behind ops the GPU has not reached yet: sent by the progress thread.
+    if (shim.device().defer_marker(code, value)) return ncclSuccess;
     std::lock_guard lock(shim.client_mu());
     prism_client* c = shim.connected();
     if (c == nullptr) return ncclSuccess;

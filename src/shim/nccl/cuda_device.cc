@@ -15,6 +15,9 @@
 // - writes flag = k once hold k and every earlier hold on that stream are
 //   complete, so a stream is released in order.
 // The host thread only enqueues; it never waits on the coordinator.
+// Iteration markers the host sends while a hold is not yet entered wait for
+// it (defer_marker): the progress thread sends them between the holds the
+// host enqueued before and after them.
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -56,6 +59,7 @@ class CudaDevice final : public Device {
   ncclResult_t hold(const char* fn, cudaStream_t stream, const prism_op* ops, std::size_t n,
                     std::span<const Copy> copies, bool* held) override;
   ncclResult_t copy(const char* fn, std::span<const Copy> copies) override;
+  bool defer_marker(int code, int value) override;
   void abandon(std::uint32_t comm) override;
   int cu_device(int fallback) override {
     CUcontext ctx = nullptr;
@@ -79,6 +83,7 @@ class CudaDevice final : public Device {
     CUevent last_after = nullptr;  // the last entered hold's `after` (progress thread)
   };
   struct Hold {
+    std::uint64_t seq = 0;  // 1, 2, ... in enqueue order, over all streams
     Stream* stream = nullptr;
     std::uint32_t target = 0;
     CUevent before = nullptr, after = nullptr;
@@ -87,6 +92,10 @@ class CudaDevice final : public Device {
     std::size_t remaining = 0;
     bool entered = false, done = false, released = false;
     std::atomic<bool> abandoned{false};
+  };
+  struct Marker {
+    std::uint64_t after = 0;  // the seq of the last hold enqueued before it
+    int code = 0, value = 0;
   };
 
   ncclResult_t cuda_fail(const char* fn, const char* what, CUresult r) {
@@ -102,6 +111,10 @@ class CudaDevice final : public Device {
   void run();
   void step();
   void enter(Hold& h, prism_client* c);
+  // Sends the waiting markers that come before hold `seq` (all of them:
+  // UINT64_MAX) once the holds before each are entered; false when one
+  // still waits, so hold `seq` must not be entered yet.
+  bool send_markers_before(std::uint64_t seq, prism_client* c);
   void collect(prism_client* c);
   void release();
   void retire();  // under mu_
@@ -117,6 +130,8 @@ class CudaDevice final : public Device {
   CUdeviceptr flags_dev_ = 0;
   std::vector<Stream> streams_;  // reserved: never reallocates
   std::list<Hold> holds_, spare_;
+  std::uint64_t seq_ = 0;        // holds enqueued, over all streams
+  std::vector<Marker> markers_;  // deferred, not yet taken by the progress thread
   std::vector<std::pair<CUcontext, CUevent>> events_;  // created, unused
   std::thread thread_;
   bool stopping_ = false;
@@ -124,6 +139,7 @@ class CudaDevice final : public Device {
 
   // The progress thread's own.
   std::vector<Hold*> snapshot_;
+  std::vector<Marker> waiting_;  // deferred markers taken from markers_, in order
   std::vector<std::pair<CUcontext, CUevent>> spent_events_;
   std::unordered_set<std::uint64_t> orphans_;  // tickets of abandoned holds
   CUcontext current_ = nullptr;
@@ -202,6 +218,7 @@ ncclResult_t CudaDevice::hold(const char* fn, cudaStream_t stream, const prism_o
   if (spare_.empty()) spare_.emplace_back();
   Hold& h = spare_.front();
   h.stream = st;
+  h.seq = seq_ + 1;
   h.target = st->enqueued + 1;
   h.before = take_event(st->ctx);
   h.after = take_event(st->ctx);
@@ -238,6 +255,7 @@ ncclResult_t CudaDevice::hold(const char* fn, cudaStream_t stream, const prism_o
     h.after = nullptr;
   }
   st->enqueued = h.target;
+  seq_ = h.seq;
   holds_.splice(holds_.end(), spare_, spare_.begin());
   if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { run(); });
   cv_.notify_one();
@@ -259,6 +277,16 @@ ncclResult_t CudaDevice::copy(const char* fn, std::span<const Copy> copies) {
   return ncclSuccess;
 }
 
+bool CudaDevice::defer_marker(int code, int value) {
+  std::lock_guard lock(mu_);
+  // Holds not yet retired may not be entered yet (whether they are is the
+  // progress thread's to know): the marker waits its turn there.
+  if ((holds_.empty() && markers_.empty()) || stopping_) return false;
+  markers_.push_back(Marker{seq_, code, value});
+  cv_.notify_one();
+  return true;
+}
+
 void CudaDevice::abandon(std::uint32_t comm) {
   std::lock_guard lock(mu_);
   for (Hold& h : holds_)
@@ -269,12 +297,14 @@ void CudaDevice::abandon(std::uint32_t comm) {
 void CudaDevice::run() {
   std::unique_lock lk(mu_);
   while (!stopping_) {
-    if (holds_.empty()) {
+    if (holds_.empty() && markers_.empty() && waiting_.empty()) {
       cv_.wait(lk);
       continue;
     }
     snapshot_.clear();
     for (Hold& h : holds_) snapshot_.push_back(&h);
+    waiting_.insert(waiting_.end(), markers_.begin(), markers_.end());
+    markers_.clear();
     lk.unlock();
     step();
     lk.lock();
@@ -292,12 +322,33 @@ void CudaDevice::step() {
     if (c == nullptr || h->abandoned.load()) {
       for (const std::uint64_t t : h->tickets) orphans_.insert(t);
       h->done = true;
-    } else if (!h->entered) {
+    } else if (!h->entered && send_markers_before(h->seq, c)) {
       enter(*h, c);
     }
   }
+  send_markers_before(UINT64_MAX, c);
   if (c != nullptr) collect(c);
   release();
+}
+
+bool CudaDevice::send_markers_before(std::uint64_t seq, prism_client* c) {
+  while (!waiting_.empty() && waiting_.front().after < seq) {
+    const Marker m = waiting_.front();
+    if (c != nullptr) {  // not connected (or no longer): nothing to mark
+      const bool ready = std::ranges::all_of(
+          snapshot_, [&](const Hold* h) { return h->seq > m.after || h->entered || h->done; });
+      if (!ready) return false;
+      const prism_status s = prism_marker(c, m.code, m.value);
+      if (s != PRISM_OK) {  // the client is unusable: no marker can go out any more
+        const ncclResult_t code = Shim::get().client_error(kProgress, s);
+        give_up(code, last_error());
+        waiting_.clear();
+        return true;
+      }
+    }
+    waiting_.erase(waiting_.begin());
+  }
+  return true;
 }
 
 void CudaDevice::enter(Hold& h, prism_client* c) {
@@ -419,6 +470,21 @@ void CudaDevice::stop() {
   }
   cv_.notify_all();
   if (progress.joinable()) progress.join();
+  // Markers still waiting at exit go out now, in order, before the goodbye.
+  std::vector<Marker> left;
+  {
+    std::lock_guard lock(mu_);
+    left = std::move(waiting_);
+    left.insert(left.end(), markers_.begin(), markers_.end());
+    markers_.clear();
+    waiting_.clear();
+  }
+  if (left.empty()) return;
+  Shim& shim = Shim::get();
+  std::lock_guard client(shim.client_mu());
+  if (prism_client* c = shim.connected()) {
+    for (const Marker& m : left) prism_marker(c, m.code, m.value);
+  }
 }
 
 ncclResult_t CudaDevice::mem_alloc(const char* fn, void** ptr, std::size_t bytes, bool* on_device) {

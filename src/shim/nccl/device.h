@@ -43,6 +43,14 @@ class Device {
   // Host path: runs `copies` now, after the ops' wait (host memory, or any
   // memory CUDA's unified addressing reaches when a context is current).
   virtual ncclResult_t copy(const char* fn, std::span<const Copy> copies) = 0;
+  // An iteration marker (prismNcclMarker) from the host: on the GPU path,
+  // while an op the host held before it is not yet entered, the marker waits
+  // and goes out after that op is entered and before any op held after it,
+  // so that a rank's markers and ops reach the coordinator in the order the
+  // program issued them, whatever the GPU's pace (two captures of one
+  // program then agree op by op). Returns false when nothing is waiting to
+  // be entered: the caller sends the marker now.
+  virtual bool defer_marker(int code, int value) = 0;
   // Releases, without waiting, every held op of communicator `comm`
   // (ncclCommAbort).
   virtual void abandon(std::uint32_t comm) = 0;
