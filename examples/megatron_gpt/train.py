@@ -13,12 +13,14 @@ step (no Megatron DDP or optimizer, which want apex or Transformer Engine);
 torch's AdamW steps. Prints `GPU_STATS {json}` as examples/cuda_gpt does.
 
 Written for megatron-core 0.16.1. Its CPU path (--device cpu, gloo, world
-size 1: PP1) runs; on an H200 (2026-11-27, docs/gpu.md) three runs each
-found a cause (gloo groups, an fp32 LayerNorm, and stages that never reached
-NCCL within 60 s, not yet understood): it has not yet run to the end there.
+size 1: PP1) runs; on an H200 (2026-11-27, docs/gpu.md) five runs found
+three causes (gloo groups, an fp32 LayerNorm, and, with --stacks-after and
+the store's trace, stages 1-3 waiting forever for a virtual root's NCCL id
+under torch 2.11's nested group keys): it has not yet run to the end there.
 """
 
 import argparse
+import faulthandler
 import json
 import os
 import statistics
@@ -42,7 +44,12 @@ def main():
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--micro-batch", type=int, default=2)
     p.add_argument("--microbatches", type=int, default=8)
+    p.add_argument("--stacks-after", type=float, default=0, metavar="SECONDS",
+                   help="print every thread's Python stack to stderr after SECONDS (0: never), "
+                        "to see where a rank waits")
     args = p.parse_args()
+    if args.stacks_after > 0:
+        faulthandler.dump_traceback_later(args.stacks_after, exit=False)
 
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
@@ -132,6 +139,7 @@ def main():
         print(f"step {step} stage {parallel_state.get_pipeline_model_parallel_rank()} "
               f"loss {loss:.4f} gpu {ms:.2f} ms", flush=True)
     kept = step_ms[args.warmup:] or step_ms
+    faulthandler.cancel_dump_traceback_later()
     print("GPU_STATS " + json.dumps({
         "program": "megatron_gpt", "rank": rank, "world": world, "pp": pp,
         "stage": parallel_state.get_pipeline_model_parallel_rank(), "step_ms": step_ms,

@@ -49,9 +49,15 @@ def main():
     p.add_argument("--program-out", required=True)
     a = p.parse_args()
     out = {}
-    files = sorted(glob.glob(os.path.join(a.slices, "slice-rank*.json")))
+    files = glob.glob(os.path.join(a.slices, "slice-rank*.json"))
     if not files:
         sys.exit("capture_figures.py: no slice-rank*.json in %s" % a.slices)
+    runs = gpu_stats(a.program_out)
+    # The program's first GPU_STATS is the captured representative's (a role
+    # check's second capture, and the emulation, come after it): its slice.
+    files.sort(key=lambda f: int(os.path.basename(f)[len("slice-rank"):-len(".json")] or 0))
+    mine = [f for f in files if runs and os.path.basename(f) == "slice-rank%s.json" % runs[0].get("rank")]
+    files = mine + [f for f in files if f not in mine]
     events = json.load(open(files[0]))["events"]
     kernels = [e for e in events if e.get("type") == "compute" and e.get("name", "kernels") == "kernels"]
     out["slice"] = os.path.basename(files[0])
@@ -59,7 +65,6 @@ def main():
     out["ops"] = sum(1 for e in events if e.get("type") == "op")
     out["kernel_compute_events"] = len(kernels)
     out["kernel_compute_ms"] = sum(e["duration"] for e in kernels) / 1e6
-    runs = gpu_stats(a.program_out)
     if runs:
         out["captured_run_gpu_ms"] = sum(runs[0]["step_ms"])
         out["captured_run_steps"] = len(runs[0]["step_ms"])

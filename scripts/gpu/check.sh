@@ -325,7 +325,9 @@ check_e() {
     step $name 30 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC $([ $v != default ] && echo "$v") \
       "$python" gpu/nccl_footprint.py --lib real --label "$v" --comms 2
   done
-  step e_dropin 60 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml --real-ranks 0 --timeout 45 \
+  # --no-verify-roles: the footprint program runs only as rank 0 (it makes
+  # the id), so a second rank of the role cannot run it.
+  step e_dropin 60 "$prism" emulate examples/jobs/cuda-gpt-1024.yaml --real-ranks 0 --timeout 45 --no-verify-roles \
     -- env LD_PRELOAD="$dropin" "$python" gpu/nccl_footprint.py --lib "$dropin" --label dropin
   fig e_memory "{\"real\": $(line_json "$out/e_real.out" FOOTPRINT), \"real_nvls_off\": $(line_json "$out/e_real_nccl_nvls_enable.out" FOOTPRINT), \"real_cumem_off\": $(line_json "$out/e_real_nccl_cumem_enable.out" FOOTPRINT), \"real_eager_connect\": $(line_json "$out/e_real_nccl_runtime_connect.out" FOOTPRINT), \"dropin\": $(line_json "$out/e_dropin.out" FOOTPRINT), \"model\": \"not wired: compare by hand with the NCCL footprint model (docs/memory.md)\"}"
 }
@@ -406,7 +408,11 @@ check_d() {
 # (b) Megatron-Core's GPT and 1F1B schedule as rank K of TP1 PP4 DP256; the
 # wheels unpacked (zip) into OUT/site, which PYTHONPATH carries through
 # `prism emulate` (it puts python/ before it). One rank per stage captured side
-# by side. Its last lines in the log say why when Megatron-Core cannot run so.
+# by side. Its last lines in the log say why when Megatron-Core cannot run so;
+# every stage prints its Python stacks after 45 s (--stacks-after), so a stage
+# that waits shows where; the rendezvous store says each NCCL id asked for and
+# each group declared (PRISM_STORE_TRACE=1), and the drop-in each
+# communicator asked for and made (NCCL_DEBUG=INFO).
 check_b() {
   local rc rep
   "$python" -c '
@@ -414,10 +420,10 @@ import sys, zipfile
 for w in sys.argv[2:]:
     zipfile.ZipFile(w).extractall(sys.argv[1])' "$out/site" wheels/*.whl 2>>"$log" ||
     say "b: the wheels do not unpack"
-  step b_megatron 120 env PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}" "$prism" emulate \
-    examples/jobs/megatron-gpt-pp4-1024.yaml --real-ranks "$rank" --capture-jobs 4 --timeout 60 \
-    --report "$out/b_megatron.report.json" \
-    -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 "$python" examples/megatron_gpt/train.py
+  step b_megatron 140 env PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}" PRISM_STORE_TRACE=1 \
+    "$prism" emulate examples/jobs/megatron-gpt-pp4-1024.yaml --real-ranks "$rank" --capture-jobs 4 \
+    --timeout 90 --report "$out/b_megatron.report.json" \
+    -- env LD_PRELOAD="$dropin" PRISM_NCCL_DROPIN=1 NCCL_DEBUG=INFO "$python" examples/megatron_gpt/train.py --stacks-after 45
   rc=$?
   rep=null; [ -s "$out/b_megatron.report.json" ] && rep=$(cat "$out/b_megatron.report.json")
   fig b_megatron "{\"exit\": $rc, \"report\": $rep, \"gpu_stats\": $(line_json "$out/b_megatron.out" GPU_STATS)}"
