@@ -43,6 +43,13 @@ inline constexpr std::int64_t kNcclDevChannelPeerBytes = 608;
 // sizeof(ncclKernelCommAndChannels), about 24 KiB; one granule either way.
 inline constexpr std::int64_t kNcclDevCommBytes = std::int64_t{24} << 10;
 inline constexpr std::int64_t kNcclNvlsCreditBytes = 64;  // per head, channel and direction
+// What a process's first communicator takes beyond every later one and keeps
+// after they are all destroyed: measured, not derived (NCCL 2.28.9, CUDA
+// 13.0, torch 2.11, H200, 2026-11-27: a one-rank communicator took
+// 608,174,080 B at the first init and 406,847,488 B at the second, and
+// 212 MiB stayed after both were destroyed, 20 MiB of it the test's tensor;
+// docs/memory.md, "NCCL's share of the process").
+inline constexpr std::int64_t kNcclProcessBytes = std::int64_t{192} << 20;
 
 // NCCL's environment knobs that change its device memory, at NCCL's defaults.
 struct NcclFootprintConfig {
@@ -63,6 +70,8 @@ struct NcclFootprintConfig {
   bool net_gdr = true;       // GPUDirect RDMA: network receive buffers in GPU memory
   bool net_gdr_read = true;  // NCCL_NET_GDR_READ: send buffers too (default from Ampere)
   std::int64_t granularity = kCuMemGranularity;  // cuMem allocation granularity
+  // Once per process, at its first communicator (kNcclProcessBytes).
+  std::int64_t process_bytes = kNcclProcessBytes;
 };
 
 // Whether connections wait for first use (NCCL_RUNTIME_CONNECT=1 and cuMem).

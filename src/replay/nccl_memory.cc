@@ -123,11 +123,13 @@ std::int64_t NcclMemory::connect_collective(std::uint32_t srank, std::int64_t co
 
 std::int64_t NcclMemory::connect(std::uint32_t srank, std::uint64_t key, const NcclCommShape& s,
                                  const NcclLinks& need) {
-  CommState& st = comms_[srank][key];
+  auto& comms = comms_[srank];
+  CommState& st = comms[key];
   std::int64_t added = 0;
   NcclLinks want = need;
   if (!st.initialized) {
     st.initialized = true;
+    if (comms.size() == 1) added += config_.process_bytes;  // the process's first communicator
     added += nccl_comm_init_bytes(config_, s);
     if (!nccl_runtime_connect(config_)) {
       const NcclLinks eager = nccl_eager_links(config_, s);

@@ -4,8 +4,9 @@
 // connects an algorithm's buffers the first time a collective needs that
 // algorithm, and a peer's point-to-point buffers on the first send/recv with
 // it. So a rank's NCCL memory grows as the replay goes, by exactly the
-// communicators, algorithms, channels and peers it uses; the formulas and
-// their sources are in mem/nccl_footprint.h and docs/memory.md.
+// communicators, algorithms, channels and peers it uses, plus NCCL's
+// once-per-process share at the first communicator; the formulas and their
+// sources are in mem/nccl_footprint.h and docs/memory.md.
 //
 // Point-to-point transfers run, as PyTorch's single send/recv do, on a
 // two-rank communicator of the pair (ProcessGroupNCCL's "low:high" key):

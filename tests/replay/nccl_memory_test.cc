@@ -48,6 +48,9 @@ Transfer p2p(const std::array<std::int32_t, 2>& pair, bool same_node) {
   return t;
 }
 
+// NCCL's once-per-process share, at a rank's first communicator.
+constexpr std::int64_t kProcess = kNcclProcessBytes;
+
 std::int64_t link(const NcclLinks& l, NcclLinkSet s) {
   return l[static_cast<int>(s)];
 }
@@ -68,16 +71,18 @@ TEST(NcclMemory, Tp8OnOneH100NodeConnectsAlgorithmsOnFirstUse) {
   ASSERT_EQ(m.connection(CollectiveKind::kAllReduce, Bytes{256 * kMiB}, g), NcclConnection::kNvls);
   ASSERT_EQ(m.connection(CollectiveKind::kAllReduce, Bytes{8}, g), NcclConnection::kRing);
 
-  // Init (230 MiB) and the NVLS buffer (256 MiB).
+  // The process's share (192 MiB, its first communicator), init (230 MiB)
+  // and the NVLS buffer (256 MiB).
   const Transfer big = collective(CollectiveKind::kAllReduce, 256 * kMiB, ranks, 1);
-  EXPECT_EQ(m.on_transfer(0, 7, big), (230 + 256) * kMiB);
+  EXPECT_EQ(m.on_transfer(0, 7, big), (192 + 230 + 256) * kMiB);
   EXPECT_EQ(m.on_transfer(0, 7, big), 0);  // connected already
   // A small all-reduce rings: 24 channels x 12 MiB.
   EXPECT_EQ(m.on_transfer(0, 7, collective(CollectiveKind::kAllReduce, 8, ranks, 1)), 288 * kMiB);
   EXPECT_EQ(m.on_transfer(0, 7, collective(CollectiveKind::kAllGather, 64 * kMiB, ranks, 1)), 0);
-  EXPECT_EQ(m.bytes(0), (230 + 256 + 288) * kMiB);
-  // Another rank, and another communicator, start from nothing.
-  EXPECT_EQ(m.on_transfer(1, 7, big), (230 + 256) * kMiB);
+  EXPECT_EQ(m.bytes(0), (192 + 230 + 256 + 288) * kMiB);
+  // Another rank starts from nothing; another communicator of the same rank
+  // without the process's share.
+  EXPECT_EQ(m.on_transfer(1, 7, big), (192 + 230 + 256) * kMiB);
   EXPECT_EQ(m.on_transfer(0, 8, big), (230 + 256) * kMiB);
   m.reset(1);
   EXPECT_EQ(m.bytes(0), 0);
@@ -101,8 +106,8 @@ TEST(NcclMemory, RingPerRankIsTheSameAt16And8192Ranks) {
   EXPECT_EQ(nccl_connection_bytes(cfg, NcclConnection::kRing, s16), 208 * kMiB);
   EXPECT_EQ(nccl_connection_bytes(cfg, NcclConnection::kRing, s8192), 208 * kMiB);
   // ...and an init that grows with the peer tables: 134 vs 198 MiB.
-  EXPECT_EQ(at16, (134 + 208) * kMiB);
-  EXPECT_EQ(at8192, (198 + 208) * kMiB);
+  EXPECT_EQ(at16, (192 + 134 + 208) * kMiB);
+  EXPECT_EQ(at8192, (192 + 198 + 208) * kMiB);
 }
 
 TEST(NcclMemory, TreeAfterRingAddsOnlyWhatTheRingLacks) {
@@ -131,7 +136,7 @@ TEST(NcclMemory, AllToAllConnectsEveryPeer) {
   m.reset(1);
   // 7 peers x 32 channels x (2 MiB send + 10 MiB receive): NVIDIA/nccl#1685.
   EXPECT_EQ(m.on_transfer(0, 0, collective(CollectiveKind::kAllToAll, kMiB, first_ranks(8), 1)),
-            (230 + 7 * 32 * 12) * kMiB);
+            (192 + 230 + 7 * 32 * 12) * kMiB);
 }
 
 TEST(NcclMemory, SendRecvInANodeConnectsTheDirectionUsed) {
@@ -146,8 +151,8 @@ TEST(NcclMemory, SendRecvInANodeConnectsTheDirectionUsed) {
   const std::array<std::int32_t, 2> r01{0, 1}, r10{1, 0}, r02{0, 2}, r00{0, 0};
   const Transfer fwd = p2p(r01, true), back = p2p(r10, true);
   // Sender (srank 0, peer 1) and receiver (srank 1, peer 0).
-  EXPECT_EQ(m.on_transfer(0, 1, fwd), init + ch * 2 * kMiB);
-  EXPECT_EQ(m.on_transfer(1, 0, fwd), init + ch * 10 * kMiB);
+  EXPECT_EQ(m.on_transfer(0, 1, fwd), kProcess + init + ch * 2 * kMiB);
+  EXPECT_EQ(m.on_transfer(1, 0, fwd), kProcess + init + ch * 10 * kMiB);
   EXPECT_EQ(m.on_transfer(0, 1, fwd), 0);
   // The way back: receive connectors on rank 0, send connectors on rank 1.
   EXPECT_EQ(m.on_transfer(0, 1, back), ch * 10 * kMiB);
@@ -167,7 +172,7 @@ TEST(NcclMemory, SendRecvAcrossNodesUsesTheSharedPools) {
   const std::int64_t pool = nccl_p2p_net_pool_bytes(cfg, s, NcclSide::kSend);
   EXPECT_EQ(pool, s.p2p_channels * 16 * 128 * 1024);
   const std::array<std::int32_t, 2> out{0, 8}, in{8, 0};
-  EXPECT_EQ(m.on_transfer(0, 8, p2p(out, false)), nccl_comm_init_bytes(cfg, s) + pool);
+  EXPECT_EQ(m.on_transfer(0, 8, p2p(out, false)), kProcess + nccl_comm_init_bytes(cfg, s) + pool);
   EXPECT_EQ(m.on_transfer(0, 8, p2p(in, false)), pool);  // the receive pool
   EXPECT_EQ(m.on_transfer(0, 8, p2p(out, false)), 0);
 }
@@ -186,7 +191,7 @@ TEST(NcclMemory, WithoutRuntimeConnectInitConnectsEverything) {
   // Init, ring + tree (288 + 252), NVLS (256), the send pool (256).
   EXPECT_EQ(eager, (288 + 252 + 256 + 256) * kMiB);
   EXPECT_EQ(m.on_transfer(0, 0, collective(CollectiveKind::kAllReduce, 8, ranks, 1)),
-            nccl_comm_init_bytes(cfg, s) + eager);
+            kProcess + nccl_comm_init_bytes(cfg, s) + eager);
   EXPECT_EQ(m.on_transfer(0, 0, collective(CollectiveKind::kAllReduce, 256 * kMiB, ranks, 1)), 0);
 }
 
@@ -201,20 +206,26 @@ TEST(NcclMemory, KnobsChangeWhatIsAllocated) {
   buff.buffsize = 8 * kMiB;  // ring receive connectors of 14 MiB
   NcclMemory m1(tuner, buff);
   m1.reset(1);
-  EXPECT_EQ(m1.on_transfer(0, 0, small), (230 + 24 * 16) * kMiB);
+  EXPECT_EQ(m1.on_transfer(0, 0, small), (192 + 230 + 24 * 16) * kMiB);
 
   NcclFootprintConfig no_nvls;
   no_nvls.nvls_enable = false;  // no NVLS init; big all-reduces ring instead
   NcclMemory m2(tuner, no_nvls);
   m2.reset(1);
   EXPECT_EQ(m2.shape({8, 1, 8}).nvls_channels, 0);
-  EXPECT_EQ(m2.on_transfer(0, 0, big), (196 + 288) * kMiB);
+  EXPECT_EQ(m2.on_transfer(0, 0, big), (192 + 196 + 288) * kMiB);
 
   NcclFootprintConfig nvls32;
   nvls32.nvls_nchannels = 32;
   NcclMemory m3(tuner, nvls32);
   m3.reset(1);
-  EXPECT_EQ(m3.on_transfer(0, 0, big), (196 + 32 * 2 + 2 + 512) * kMiB);
+  EXPECT_EQ(m3.on_transfer(0, 0, big), (192 + 196 + 32 * 2 + 2 + 512) * kMiB);
+
+  NcclFootprintConfig none;
+  none.process_bytes = 0;  // the knob that drops the process's share
+  NcclMemory m4(tuner, none);
+  m4.reset(1);
+  EXPECT_EQ(m4.on_transfer(0, 0, small), (230 + 24 * 12) * kMiB);
 }
 
 TEST(NcclMemory, NvlsGrowsWithLocalRanks) {
@@ -226,7 +237,7 @@ TEST(NcclMemory, NvlsGrowsWithLocalRanks) {
   const NcclFootprintConfig cfg;
   const std::int64_t at4 = m.on_transfer(0, 0, collective(CollectiveKind::kAllReduce, kMiB, r4, 1));
   const std::int64_t at8 = m.on_transfer(0, 1, collective(CollectiveKind::kAllReduce, kMiB, r8, 1));
-  EXPECT_EQ(at4 - nccl_comm_init_bytes(cfg, m.shape({4, 1, 4})), 128 * kMiB);
+  EXPECT_EQ(at4 - kProcess - nccl_comm_init_bytes(cfg, m.shape({4, 1, 4})), 128 * kMiB);
   EXPECT_EQ(at8 - nccl_comm_init_bytes(cfg, m.shape({8, 1, 8})), 256 * kMiB);
 }
 
@@ -235,9 +246,12 @@ TEST(NcclMemory, SingleRankCommunicatorOnlyInits) {
   const NcclTuner tuner(c);
   NcclMemory m(tuner);
   m.reset(1);
-  // 64 channels (NVIDIA/nccl#2363) of three granules, devComm, rankToLocalRank.
+  // 64 channels (NVIDIA/nccl#2363) of three granules, devComm, rankToLocalRank
+  // (388 MiB, the H200's second communicator exactly), and the process's
+  // share: 580 MiB, its first communicator exactly (docs/memory.md).
   EXPECT_EQ(m.on_transfer(0, 0, collective(CollectiveKind::kAllReduce, kMiB, first_ranks(1), 1)),
-            (64 * 6 + 4) * kMiB);
+            (64 * 6 + 4) * kMiB + kProcess);
+  EXPECT_EQ(m.bytes(0), 608174080);
 }
 
 }  // namespace
