@@ -272,6 +272,9 @@ std::vector<Case> cases() {
       {"error_simulate_missing_job_argument", {"simulate"}},
       {"error_simulate_missing_file", {"simulate", "tests/cli/data/no_such_job.yaml"}},
       {"error_simulate_directory", {"simulate", "tests/cli/data"}},
+      // Bounded work (issue 26): an absurd global batch is refused at once.
+      {"error_simulate_absurd_global_batch",
+       {"simulate", kJob, "--set", "training.global_batch_size=16777216"}},
       {"error_simulate_malformed_yaml", {"simulate", "tests/cli/data/job_malformed.yaml"}},
       {"error_simulate_unknown_field", {"simulate", "tests/cli/data/job_unknown_field.yaml"}},
       {"error_simulate_set_without_equals",

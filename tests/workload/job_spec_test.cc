@@ -438,3 +438,33 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace prism
+
+namespace prism {
+namespace {
+
+// Bounded work (issue 26): micro-batches x the fullest stage's layers above
+// 2^18 are refused up front, naming the field and the limit; at the limit
+// the job is valid.
+TEST(JobSpec, WorkBeyondTheUnrollLimitIsRefused) {
+  JobSpec j = base_job();  // llama2-7b, 32 layers, tp 2 pp 2 on 64 GPUs: dp 16, 16 layers a stage
+  j.training.global_batch_size = 16 * 16384;  // 16,384 micro-batches x 16 layers = 2^18
+  EXPECT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+  j.training.global_batch_size = 16 * 16400;
+  const Status s = validate_job(j);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.message(),
+            "training.global_batch_size: 262400 / (micro_batch_size 1 x data-parallel size 16) = "
+            "16400 micro-batches per iteration, x 16 layers on the fullest pipeline stage = "
+            "262400 layer passes, more than the 262144 a simulation unrolls (it would take "
+            "minutes and gigabytes); lower the global batch: the iteration time grows in "
+            "proportion to the micro-batches");
+  // An uneven first stage is the fullest.
+  j.model.num_layers = 34;
+  j.parallelism.decoder_first_pipeline_num_layers = 18;
+  j.training.global_batch_size = 16 * 16384;
+  EXPECT_NE(validate_job(j).message().find("x 18 layers on the fullest"), std::string::npos)
+      << validate_job(j).message();
+}
+
+}  // namespace
+}  // namespace prism
