@@ -23,6 +23,10 @@ namespace graph_json {
 namespace {
 
 constexpr std::int64_t kMaxI32 = std::numeric_limits<std::int32_t>::max();
+// The world the loader accepts, as job specs do (cluster.num_gpus): every
+// per-rank table is sized by it, so a 300-byte file declaring 10^9 ranks
+// would ask for gigabytes before anything else is read.
+constexpr std::int64_t kMaxWorld = std::int64_t{1} << 22;
 constexpr int kDefaultGpusPerNode = 8;
 
 Status read_header(const Json& doc, const JsonPath& root) {
@@ -52,7 +56,7 @@ Result<GridDim> read_dim(const Json& j, const JsonPath& path) {
 
 Result<Layout> read_layout(const Json& j, const JsonPath& path) {
   PRISM_RETURN_IF_ERROR(check_fields(j, path, {"world_size", "gpus_per_node", "dims"}));
-  PRISM_ASSIGN_OR_RETURN(std::int64_t world, get_int(j, "world_size", path, 1, kMaxI32));
+  PRISM_ASSIGN_OR_RETURN(std::int64_t world, get_int(j, "world_size", path, 1, kMaxWorld));
   PRISM_ASSIGN_OR_RETURN(std::int64_t gpn,
                          get_int_or(j, "gpus_per_node", path, 1, kMaxI32, kDefaultGpusPerNode));
   std::vector<GridDim> dims;

@@ -232,6 +232,9 @@ TEST(GraphJsonErrorsTest, LayoutRejections) {
       HasSubstr("/layout/dims: the product of the dim sizes (4) must equal world_size (2)"));
   EXPECT_THAT(error_of(with("\"world_size\": 2", "\"world_size\": 0")),
               HasSubstr("/layout/world_size: 0 is out of range"));
+  // Bounded work (issue 26): 10^9 ranks are refused before any per-rank table.
+  EXPECT_THAT(error_of(with("\"world_size\": 2", "\"world_size\": 1000000000")),
+              HasSubstr("/layout/world_size: 1000000000 is out of range [1, 4194304]"));
   EXPECT_THAT(error_of(with("\"world_size\": 2", "\"world_size\": 2, \"gpus_per_node\": 0")),
               HasSubstr("/layout/gpus_per_node: 0 is out of range"));
   EXPECT_THAT(error_of(with("{\"name\": \"tp\", \"size\": 2}",
