@@ -1,5 +1,9 @@
 #include "cli/job_setup.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -49,6 +53,19 @@ Status check_output_files(const CLI::App& app, std::initializer_list<const char*
     if (same_file(path, input))
       return Status::invalid_argument(
           fmt::format("{} would overwrite the input {} {}", flag, what, input));
+    // Checked before the work, not after it: the file's folder must exist
+    // and take new files (outputs are written beside it, then renamed).
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    const std::string dir = parent.empty() ? "." : parent.string();
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      return Status::invalid_argument(fmt::format("{} {}: is a folder", flag, path));
+    if (!std::filesystem::is_directory(dir, ec))
+      return Status::invalid_argument(
+          fmt::format("{} {}: the folder {} does not exist", flag, path, dir));
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      return Status::invalid_argument(
+          fmt::format("{} {}: cannot write in {}: {}", flag, path, dir, std::strerror(errno)));
     for (const auto& [other, other_path] : given) {
       if (same_file(path, other_path))
         return Status::invalid_argument(

@@ -126,10 +126,12 @@ Result<int> ReplayCommand::run() const {
 
   std::fputs(format_summary(g, result).c_str(), stdout);
   std::fflush(stdout);
+  std::vector<std::pair<std::string, std::string>> outputs;  // all or none
   if (!output_.report_path.empty())
-    PRISM_RETURN_IF_ERROR(write_file_atomic(output_.report_path, format_report_json(g, result)));
+    outputs.emplace_back(output_.report_path, format_report_json(g, result));
   if (!output_.trace_path.empty())
-    PRISM_RETURN_IF_ERROR(write_file_atomic(output_.trace_path, format_chrome_trace(g, result)));
+    outputs.emplace_back(output_.trace_path, format_chrome_trace(g, result));
+  PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   switch (result.outcome) {
     case ReplayResult::Outcome::kDeadlock:
       return kExitDeadlock;

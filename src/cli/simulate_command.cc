@@ -74,14 +74,13 @@ Result<int> SimulateCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(const JobSimulation sim, simulate_job(p, options));
   std::fputs(format_simulate_text(sim.summary).c_str(), stdout);
   std::fflush(stdout);
+  std::vector<std::pair<std::string, std::string>> outputs;  // all or none
   if (!output_.report_path.empty())
-    PRISM_RETURN_IF_ERROR(
-        write_file_atomic(output_.report_path, format_simulate_json(sim.summary)));
+    outputs.emplace_back(output_.report_path, format_simulate_json(sim.summary));
   if (!output_.trace_path.empty())
-    PRISM_RETURN_IF_ERROR(
-        write_file_atomic(output_.trace_path, format_chrome_trace(g, sim.replay)));
-  if (!kernels_path_.empty())
-    PRISM_RETURN_IF_ERROR(write_file_atomic(kernels_path_, kernels_csv(p)));
+    outputs.emplace_back(output_.trace_path, format_chrome_trace(g, sim.replay));
+  if (!kernels_path_.empty()) outputs.emplace_back(kernels_path_, kernels_csv(p));
+  PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   return sim.replay.outcome == ReplayResult::Outcome::kOutOfMemory ? kExitOutOfMemory : 0;
 }
 

@@ -311,12 +311,14 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
 
 Status Emulation::write_outputs(const EmulationResult& r) const {
   const EmulateSummary& s = r.summary;
+  std::vector<std::pair<std::string, std::string>> outputs;  // all or none
   if (!options_.report_path.empty())
-    PRISM_RETURN_IF_ERROR(write_file_atomic(options_.report_path, format_emulate_json(s)));
+    outputs.emplace_back(options_.report_path, format_emulate_json(s));
   if (!options_.trace_path.empty()) {
-    PRISM_RETURN_IF_ERROR(write_file_atomic(
-        options_.trace_path, format_chrome_trace(*graph_, s.emulated.replay, s.emulated.computed)));
+    outputs.emplace_back(options_.trace_path,
+                         format_chrome_trace(*graph_, s.emulated.replay, s.emulated.computed));
   }
+  PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   if (!options_.capture_dir.empty()) {
     const std::string& dir = options_.capture_dir;
     std::error_code ec;

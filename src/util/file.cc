@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,7 +39,10 @@ Result<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
-Status write_file_atomic(const std::string& path, std::string_view content) {
+namespace {
+
+// Writes `content` to a new temporary file beside `path`; its name.
+Result<std::string> stage(const std::string& path, std::string_view content) {
   std::string tmp = path + ".tmp.XXXXXX";
   int fd = mkstemp(tmp.data());
   if (fd < 0)
@@ -64,10 +68,40 @@ Status write_file_atomic(const std::string& path, std::string_view content) {
   }
   // mkstemp creates 0600; reports are ordinary files.
   ::chmod(tmp.c_str(), 0644);
+  return tmp;
+}
+
+Status commit(const std::string& tmp, const std::string& path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string err = std::strerror(errno);
     ::unlink(tmp.c_str());
     return Status::io_error(path + ": cannot rename into place: " + err);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status write_file_atomic(const std::string& path, std::string_view content) {
+  PRISM_ASSIGN_OR_RETURN(const std::string tmp, stage(path, content));
+  return commit(tmp, path);
+}
+
+Status write_files_atomic(std::span<const std::pair<std::string, std::string>> files) {
+  std::vector<std::string> staged;
+  for (const auto& [path, content] : files) {
+    Result<std::string> tmp = stage(path, content);
+    if (!tmp.is_ok()) {
+      for (const std::string& t : staged) ::unlink(t.c_str());
+      return tmp.status();
+    }
+    staged.push_back(std::move(tmp).value());
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (Status s = commit(staged[i], files[i].first); !s.is_ok()) {
+      for (std::size_t j = i + 1; j < staged.size(); ++j) ::unlink(staged[j].c_str());
+      return s;
+    }
   }
   return Status::ok();
 }

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -51,6 +52,9 @@ struct Case {
   // (source path, name under {tmp}): copied there before the run, for cases
   // that must not touch the source tree even when they fail.
   std::vector<std::pair<std::string, std::string>> inputs = {};
+  // Files the command writes under {tmp} that are not compared (too large
+  // for a golden); anything else found there fails the case.
+  std::vector<std::string> unchecked = {};
 };
 
 // Names the case in test listings instead of dumping its bytes.
@@ -107,6 +111,17 @@ TEST_P(CliGoldenTest, MatchesGolden) {
     ASSERT_TRUE(fs::exists(written)) << c.name << " did not write " << f;
     check_golden(c.name + "." + f, slurp(written));
   }
+  // Nothing else: no output of a failed run, no temporary file.
+  for (const auto& e : fs::directory_iterator(tmp_)) {
+    const std::string name = e.path().filename().string();
+    const bool input = std::any_of(c.inputs.begin(), c.inputs.end(),
+                                   [&](const auto& in) { return in.second == name; });
+    const bool output =
+        std::find(c.files.begin(), c.files.end(), name) != c.files.end() ||
+        std::find(c.unchecked.begin(), c.unchecked.end(), name) != c.unchecked.end();
+    const bool captured = name == "stdout" || name == "stderr";  // run_prism's own
+    EXPECT_TRUE(input || output || captured) << c.name << " left " << name << " in its folder";
+  }
 }
 
 const std::string kGpt = "examples/graphs/gpt_tp2_pp2_dp2.json";
@@ -146,8 +161,8 @@ std::vector<Case> cases() {
         "-e", "1G", "-f", "32"}},
       // nccl-tests' own command line: all_reduce_perf -b 8 -e 128M -f 2 -g 8 -d bfloat16 -o avg.
       {"collective_nccl_tests_flags",
-       {"collective", "-b", "8", "-e", "128M", "-f", "16", "-g", "8", "-t", "2", "-d", "bfloat16",
-        "-o", "avg", "-n", "50", "-w", "10", "-c", "0"}},
+       {"collective", "-b",       "8",  "-e",  "128M", "-f", "16", "-g", "8",  "-t", "2",
+        "-d",         "bfloat16", "-o", "avg", "-n",   "50", "-w", "10", "-c", "0"}},
       {"collective_broadcast_root",
        {"collective", "--op", "broadcast", "-r", "3", "-b", "1M", "-e", "16M", "-f", "4"}},
       {"collective_yaml_cluster",
@@ -218,6 +233,13 @@ std::vector<Case> cases() {
       {"error_report_unwritable",
        {"replay", kGpt, "--report", "/nonexistent-prism-dir/report.json"}},
       {"error_trace_unwritable", {"replay", kGpt, "--trace", "/nonexistent-prism-dir/trace.json"}},
+      // Checked before the replay: a report beside a trace that cannot be
+      // written is not left behind (nothing is written, the golden's files
+      // list stays empty).
+      {"error_trace_unwritable_with_report",
+       {"replay", kGpt, "--report", "{tmp}/report.json", "--trace",
+        "/nonexistent-prism-dir/trace.json"}},
+      {"error_trace_is_a_folder", {"replay", kGpt, "--trace", "{tmp}"}},
       {"error_report_and_trace_same_file",
        {"replay", kGpt, "--report", "{tmp}/out.json", "--trace", "{tmp}/./out.json"}},
       {"error_replay_directory", {"replay", "tests/cli/data"}},
@@ -253,7 +275,11 @@ std::vector<Case> cases() {
        {"simulate", kJob, "--kernel-db", "tests/cli/data/kernels_small.csv", "--report",
         "{tmp}/report.json"},
        {"report.json"}},
-      {"build_small", {"build", kJob, "--no-kernel-db", "-o", "{tmp}/graph.json"}},
+      {"build_small",
+       {"build", kJob, "--no-kernel-db", "-o", "{tmp}/graph.json"},
+       {},
+       {},
+       {"graph.json"}},
       // Memory: allocator settings, and out of memory as an outcome (exit 4).
       {"simulate_small_expandable",
        {"simulate", kJob, "--no-kernel-db", "--alloc-conf", "expandable_segments:True"}},
