@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/json_depth.h"
+#include "util/text_error.h"
 
 namespace prism::chakra {
 namespace {
@@ -42,10 +43,9 @@ Result<std::vector<CommGroup>> parse_comm_groups(std::string_view json, int worl
   try {
     doc = nlohmann::json::parse(json);
   } catch (const nlohmann::json::parse_error& e) {
-    return Status::invalid_argument(
-        fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));
+    return json_syntax_error(json, source, e.byte, e.what());
   } catch (const nlohmann::json::exception& e) {  // a number too large for a double (1e400)
-    return Status::invalid_argument(fmt::format("{}: malformed JSON: {}", source, e.what()));
+    return json_value_error(source, e.id, e.what());
   }
   if (!doc.is_object()) {
     return Status::invalid_argument(

@@ -309,9 +309,9 @@ Result<ExecutionGraph> parse_graph_json(std::string_view text, std::string_view 
     PRISM_RETURN_IF_ERROR(graph_json::parse_document(text, &doc).with_context(source));
     PRISM_RETURN_IF_ERROR(graph_json::read_graph(doc, &g).with_context(source));
   } catch (const Json::parse_error& e) {
-    return text_error_at(text, source, e.byte, e.what());
+    return json_syntax_error(text, source, e.byte, e.what());
   } catch (const Json::exception& e) {
-    return Status::invalid_argument(fmt::format("{}: {}", source, e.what()));
+    return json_value_error(source, e.id, e.what());
   }
   PRISM_RETURN_IF_ERROR(finalize_graph(g).with_context(source));
   PRISM_RETURN_IF_ERROR(validate_graph(g).with_context(source));

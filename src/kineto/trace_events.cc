@@ -259,9 +259,9 @@ Result<ParsedTrace> parse_trace(std::string_view text, const std::string& source
   try {
     *t.doc = Json::parse(text);
   } catch (const Json::parse_error& e) {
-    return text_error_at(text, source, e.byte, e.what());
+    return json_syntax_error(text, source, e.byte, e.what());
   } catch (const Json::exception& e) {
-    return Status::invalid_argument(source + ": " + e.what());
+    return json_value_error(source, e.id, e.what());
   }
   const Json* events = t.doc.get();
   if (!t.doc->is_object() && !t.doc->is_array()) {

@@ -308,9 +308,9 @@ Result<MemoryTrace> parse_memory_trace(std::string_view text, std::string_view s
     const Json doc = Json::parse(text);
     PRISM_RETURN_IF_ERROR(read_document(doc, &t).with_context(src));
   } catch (const Json::parse_error& e) {
-    return text_error_at(text, src, e.byte, e.what());
+    return json_syntax_error(text, src, e.byte, e.what());
   } catch (const Json::exception& e) {
-    return Status::invalid_argument(fmt::format("{}: {}", src, e.what()));
+    return json_value_error(src, e.id, e.what());
   }
   return t;
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/json_depth.h"
+#include "util/text_error.h"
 
 namespace prism {
 namespace {
@@ -419,10 +420,9 @@ Result<RankCapture> parse_capture_json(std::string_view text, const std::string&
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    return Status::invalid_argument(
-        fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));
+    return json_syntax_error(text, source, e.byte, e.what());
   } catch (const json::exception& e) {  // a number too large for a double (1e400)
-    return Status::invalid_argument(fmt::format("{}: malformed JSON: {}", source, e.what()));
+    return json_value_error(source, e.id, e.what());
   }
   return capture_from_json(doc, source);
 }

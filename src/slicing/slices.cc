@@ -15,6 +15,7 @@
 #include "slicing/slices_grid.h"
 #include "util/file.h"
 #include "util/json_depth.h"
+#include "util/text_error.h"
 
 namespace prism {
 namespace {
@@ -309,9 +310,14 @@ Result<std::vector<RankProgram>> read_slices(const std::string& dir, int world_s
   for (const std::string& path : paths) {
     PRISM_ASSIGN_OR_RETURN(const std::string text, read_file(path));
     PRISM_RETURN_IF_ERROR(check_json_depth(text, path));
-    const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded())
-      return Status::invalid_argument(fmt::format("{}: malformed JSON", path));
+    nlohmann::json doc;
+    try {
+      doc = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+      return json_syntax_error(text, path, e.byte, e.what());
+    } catch (const nlohmann::json::exception& e) {
+      return json_value_error(path, e.id, e.what());
+    }
     if (!is_capture_document(doc)) continue;
     PRISM_ASSIGN_OR_RETURN(const RankCapture capture, capture_from_json(doc, path));
     PRISM_ASSIGN_OR_RETURN(RankProgram p, program_from_capture(capture, path, world_size));

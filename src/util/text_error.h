@@ -16,4 +16,18 @@ namespace prism {
 Status text_error_at(std::string_view text, std::string_view source, std::size_t byte,
                      std::string_view what);
 
+// A JSON parser's failure at `byte` (as text_error_at) in PrismLLM's words:
+// "<source>:<line>:<col>: malformed JSON: <what is there>" ("the text ends
+// before the JSON value is complete", "unexpected 'x'", "control byte 0x01",
+// "ill-formed UTF-8 (byte 0xff)"). nlohmann's own syntax-error text, which
+// quotes what it read raw, is never shown; a message that is not nlohmann's
+// syntax error (a loader's own, carried by the exception) is kept.
+Status json_syntax_error(std::string_view text, std::string_view source, std::size_t byte,
+                         std::string_view what);
+// The other exceptions a JSON parse throws, by nlohmann's id: 406, a number
+// outside a double's range (1e400), in PrismLLM's words; any other with
+// nlohmann's "[json.exception.<kind>.<id>] " prefix dropped.
+// "<source>: malformed JSON: <what>".
+Status json_value_error(std::string_view source, int id, std::string_view what);
+
 }  // namespace prism

@@ -158,12 +158,12 @@ TEST(CommGroupsTest, Rejections) {
     Result<std::vector<CommGroup>> g = parse_comm_groups(json, 4, "g.json");
     return g.is_ok() ? std::string() : g.status().message();
   };
-  EXPECT_THAT(error("{"), HasSubstr("g.json: malformed JSON"));
+  EXPECT_EQ(error("{"),
+            "g.json:1:2: malformed JSON: the text ends before the JSON value is complete");
   EXPECT_THAT(error("[]"), HasSubstr("g.json: not a JSON object"));
   // Found by fuzz/chakra_et: nlohmann's out_of_range escaped the parse.
   EXPECT_THAT(error(R"({"1": [0, 1e400]})"),
-              HasSubstr("g.json: malformed JSON: [json.exception.out_of_range.406] number "
-                        "overflow parsing '1e400'"));
+              HasSubstr("g.json: malformed JSON: a number outside the range of a double"));
   EXPECT_EQ(error(R"({"1": []})"), "g.json: group \"1\": not a non-empty list of ranks");
   EXPECT_EQ(error(R"({"1": [0, 4]})"), "g.json: group \"1\": 4 is not a rank of the 4 traces");
   EXPECT_EQ(error(R"({"1": [0, "a"]})"),

@@ -54,7 +54,7 @@ TEST(GraphJsonErrorsTest, BaseIsValid) {
 
 TEST(GraphJsonErrorsTest, MalformedJsonNamesLineAndColumn) {
   const std::string text = "{\"format\": \"prism-graph\",\n  \"version\": 1,\n  \"layout\": x}";
-  EXPECT_THAT(error_of(text), AllOf(StartsWith("g.json:3:13: "), HasSubstr("syntax error")));
+  EXPECT_EQ(error_of(text), "g.json:3:13: malformed JSON: unexpected 'x'");
   EXPECT_THAT(error_of("{\"a\": 1"), StartsWith("g.json:1:8: "));
   EXPECT_THAT(error_of("{\"format\": \"prism-graph\",\n \"version\": 1e400}"),
               AllOf(StartsWith("g.json:2:"), HasSubstr("number out of range: '1e400'")));

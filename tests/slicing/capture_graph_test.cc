@@ -257,7 +257,7 @@ TEST(CaptureGraphTest, RefusesAnotherWorldAMalformedDocumentAndUncapturedStages)
   EXPECT_THAT(world.status().message(),
               HasSubstr("the captured rank ran in a world of 8 ranks; the job has 16"));
   EXPECT_THAT(graph_from_capture(program_job(), "{\"format\":", "cap").status().message(),
-              HasSubstr("cap: malformed JSON"));
+              HasSubstr("cap:1:11: malformed JSON: the text ends before"));
   EXPECT_THAT(graph_from_capture(program_job(), "{\"format\":\"x\"}", "cap").status().message(),
               HasSubstr("not a prism-capture document"));
   // Tensor parallelism keeps one role; a second stage needs its own capture.

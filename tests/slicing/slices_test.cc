@@ -306,7 +306,7 @@ TEST(SlicesTest, ReadsTheCaptureFilesOfADirectory) {
   EXPECT_EQ(r.value()[0].rank, 1);
   write("zz.json", "{\"format\":");
   EXPECT_THAT(read_slices(dir.string(), 4).status().message(),
-              HasSubstr("zz.json: malformed JSON"));
+              HasSubstr("zz.json:1:11: malformed JSON: the text ends before"));
   std::filesystem::remove_all(dir);
   EXPECT_THAT(read_slices(dir.string(), 4).status().message(), HasSubstr(dir.string()));
 }
