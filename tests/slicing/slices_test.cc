@@ -140,7 +140,8 @@ TEST(SlicesTest, ARankThatRunsAnotherProgramIsReportedWhereItDiffers) {
   EXPECT_THAT(s.status().message(),
               HasSubstr("rank 2 (capture2) does not run rank 0's program (capture0) moved to its "
                         "place: at their communication, memory or marker op 7, rank 0 has free of "
-                        "1048576 bytes, rank 2 has all_reduce of 8 bytes (fp32) on ranks [0,2]"));
+                        "1048576 bytes, rank 2 has all_reduce of 8 bytes (fp32) on ranks [0,2]; "
+                        "to tell which rule of the layout splits it, capture ranks 1,3 too"));
   // A rank whose data-parallel group is another one's differs at that op.
   RankProgram wrong = stage_program(1);
   wrong.comms[1].members = {0, 1};
