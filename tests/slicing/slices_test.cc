@@ -297,6 +297,12 @@ TEST(SlicesTest, GroupShapesNameWholeDimensionsStagesAndIrregularGroups) {
   EXPECT_EQ(group_shape(l, {1, 2}, pp).value().name, a);
   EXPECT_NE(group_shape(l, {0, 7}, pp).value().name, a);
   EXPECT_EQ(slices_internal::move(l, 3, 0, 6), 5);  // tp 1 dp 1 moved by tp 0 dp 1 pp 1
+  // The root of a gather, rank 1 (tp 1 dp 0) as rank 3 (tp 1 dp 1) names
+  // it: anchored for rank 7 (tp 1 dp 3) it keeps dp 0; moved it shifts.
+  const Layout l4(8, {{"tp", 2}, {"cp", 1}, {"dp", 4}, {"pp", 1}}, 8);
+  EXPECT_EQ(slices_internal::anchor(l4, 1, 3, 7), 1);
+  EXPECT_EQ(slices_internal::move(l4, 1, 3, 7), 5);
+  EXPECT_EQ(slices_internal::anchor(l4, 2, 3, 5), 4);  // tp 0 dp 1 as tp 1 dp 1: tp kept
 }
 
 TEST(SlicesTest, ProgramLayoutSplitsDataParallelismForExperts) {
