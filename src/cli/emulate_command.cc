@@ -70,12 +70,14 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
       ->excludes(graph);
   app_->add_option("--capture-ranks", options_.capture_ranks,
                    "Capture these ranks too, each checked op by op against its role's captured "
-                   "rank, e.g. 0,63")
+                   "rank, e.g. 0,63; where no rule of the layout splits a role whose ranks "
+                   "differ, each listed rank of it is a role of its own")
       ->type_name("LIST")
       ->excludes(graph);
   app_->add_flag("!--no-verify-roles", options_.verify_roles,
                  "Capture one rank per role only (by default a second rank of each role is "
-                 "captured and checked against the first)")
+                 "captured and checked against the first, and a role whose ranks differ is "
+                 "split)")
       ->excludes(graph);
   app_->add_option("--save-graph", options_.save_graph_path,
                    "Write the job's graph (built, or captured from the program) to FILE")

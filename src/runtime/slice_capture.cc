@@ -64,12 +64,24 @@ Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
   return std::move(done).value();
 }
 
+// Why a rank is captured.
+enum class Purpose {
+  kRepresent,  // its role's representative
+  kCheck,      // a second rank of its role (run.verify) or one the user listed
+  kSplit,      // its role's ranks differ: a probe of the rules that could split it
+};
+
 // Captures role `ri` as `rank`, writes it to --slices, and reads its program
 // from the captured messages.
 Result<RankProgram> capture_role(const PreparedJob& p, const SliceCaptureRun& run,
-                                 const SliceRoles& roles, std::size_t ri, Rank rank, bool check,
-                                 const std::atomic<bool>& stop, bool& stopped) {
-  if (check) {
+                                 const SliceRoles& roles, std::size_t ri, Rank rank,
+                                 Purpose purpose, const std::atomic<bool>& stop, bool& stopped) {
+  if (purpose == Purpose::kSplit) {
+    fmt::print(stderr,
+               "prism emulate: splitting role {} of {} ({}): its ranks differ; rank {} runs too, "
+               "to tell apart the rules of the layout that could split it\n",
+               ri + 1, roles.names.size(), roles.names[ri], rank);
+  } else if (purpose == Purpose::kCheck) {
     fmt::print(stderr,
                "prism emulate: checking role {} of {} ({}): rank {} runs too, to be compared op "
                "by op with the role's representative\n",
@@ -133,18 +145,11 @@ std::vector<std::pair<std::size_t, Rank>> capture_tasks(const SliceRoles& roles,
   return tasks;
 }
 
-}  // namespace
-
-Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run) {
-  PRISM_RETURN_IF_ERROR(check_capturable(p.job));
-  PRISM_ASSIGN_OR_RETURN(const SliceRoles roles, slice_roles(p.job, nullptr));
-  if (!run.slices_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(run.slices_dir, ec);
-    if (ec) return Status::io_error(fmt::format("--slices {}: {}", run.slices_dir, ec.message()));
-  }
-  const std::vector<Rank> rank_of = captured_ranks(roles, run.real);
-  const std::vector<std::pair<std::size_t, Rank>> tasks = capture_tasks(roles, rank_of, run);
+// Captures `tasks` (role, rank), up to run.jobs at a time, and appends
+// their programs to `out` in task order.
+Status capture_all(const PreparedJob& p, const SliceCaptureRun& run, const SliceRoles& roles,
+                   const std::vector<std::pair<std::size_t, Rank>>& tasks,
+                   const std::vector<Purpose>& purposes, std::vector<RankProgram>& out) {
   const std::size_t n = tasks.size();
   // Up to run.jobs workers take the roles in order; the first failure stops
   // the captures under way and starts no more.
@@ -159,7 +164,7 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
     for (std::size_t ri; !failed.load() && (ri = next.fetch_add(1)) < n;) {
       Slot& s = slots[ri];
       const auto [role, rank] = tasks[ri];
-      s.result = capture_role(p, run, roles, role, rank, rank != rank_of[role], failed, s.stopped);
+      s.result = capture_role(p, run, roles, role, rank, purposes[ri], failed, s.stopped);
       if (!s.result->is_ok()) failed = true;
     }
   };
@@ -176,20 +181,54 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
   for (const Slot& s : slots) {
     if (s.result && !s.result->is_ok() && !s.stopped) return s.result->status();
   }
-  std::vector<RankProgram> captured;
   for (Slot& s : slots) {
     PRISM_CHECK(s.result && s.result->is_ok(), "a role neither captured nor failed");
-    captured.push_back(std::move(*s.result).value());
+    out.push_back(std::move(*s.result).value());
   }
-  Result<SlicedGraph> built = graph_from_slices(p.job, nullptr, std::move(captured));
-  if (!built.is_ok() && n > rank_of.size()) {
-    // A check failed: say what it means before anyone emulates.
-    return built.status().with_detail(
-        "; each role runs one program, found here before any emulation (splitting a role "
-        "whose ranks differ is not supported yet; --no-verify-roles skips the check, and the "
-        "emulation then fails where the ranks differ)");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run) {
+  PRISM_RETURN_IF_ERROR(check_capturable(p.job));
+  PRISM_ASSIGN_OR_RETURN(const SliceRoles roles, slice_roles(p.job, nullptr));
+  if (!run.slices_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(run.slices_dir, ec);
+    if (ec) return Status::io_error(fmt::format("--slices {}: {}", run.slices_dir, ec.message()));
   }
-  PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, std::move(built));
+  const std::vector<Rank> rank_of = captured_ranks(roles, run.real);
+  std::vector<std::pair<std::size_t, Rank>> tasks = capture_tasks(roles, rank_of, run);
+  std::vector<Purpose> purposes;
+  for (const auto& [role, rank] : tasks)
+    purposes.push_back(rank == rank_of[role] ? Purpose::kRepresent : Purpose::kCheck);
+  // Capture, find the roles; where a role's ranks differ, capture the ranks
+  // that tell the rules that could split it apart, and find them again.
+  const RoleHints hints{run.real, run.also};
+  std::vector<RankProgram> captured;
+  for (;;) {
+    PRISM_RETURN_IF_ERROR(capture_all(p, run, roles, tasks, purposes, captured));
+    Result<FoundRoles> found = find_roles(p.job, captured, hints);
+    if (!found.is_ok()) {  // say what it means before anyone emulates
+      return found.status().with_detail(
+          "; found here before any emulation. --capture-ranks LIST captures the listed ranks "
+          "too, and makes each listed rank of such a role a role of its own (list the ranks "
+          "that run programs of their own); --no-verify-roles skips the check, and the "
+          "emulation then fails where the ranks differ");
+    }
+    if (found.value().capture.empty()) break;
+    tasks.clear();
+    purposes.clear();
+    for (Rank r : found.value().capture) {
+      tasks.emplace_back(static_cast<std::size_t>(roles.role_of_rank[static_cast<std::size_t>(r)]),
+                         r);
+      purposes.push_back(Purpose::kSplit);
+    }
+  }
+  const std::size_t n = captured.size();
+  PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced,
+                         graph_from_slices(p.job, nullptr, std::move(captured), hints));
   fmt::print(stderr, "prism emulate: the graph of {} ranks, built from {} captured {}:\n{}",
              sliced.graph.world_size(), n, n == 1 ? "rank" : "ranks", format_slice_report(sliced));
   return sliced;

@@ -37,9 +37,12 @@ struct SliceCaptureRun {
 // with progress on stderr. Each role's rank is its lowest real rank, else
 // its lowest rank; with run.verify a second rank of each role, and the
 // ranks of run.also, are captured too and checked against it (the role
-// table says by whom). The first capture to fail stops the others; its
-// error is the one returned (the lowest role's, when several fail on their
-// own).
+// table says by whom). A role whose captured ranks differ is split
+// (slicing/role_split.h): the ranks that tell its candidate rules apart are
+// captured too, and the coarsest rule that fits every capture splits it;
+// where none fits, the error names two ranks that differ and their first
+// differing op. The first capture to fail stops the others; its error is
+// the one returned (the lowest role's, when several fail on their own).
 Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& run);
 
 }  // namespace prism::runtime

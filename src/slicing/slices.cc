@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "slicing/capture_file.h"
 #include "slicing/capture_graph.h"
 #include "slicing/rank_program_groups.h"
+#include "slicing/role_split.h"
 #include "slicing/slices_grid.h"
 #include "util/file.h"
 #include "util/json_depth.h"
@@ -22,6 +24,7 @@ namespace {
 
 using rank_program_internal::describe_members;
 using rank_program_internal::KeyGroups;
+using slices_internal::anchor;
 using slices_internal::check_same_program;
 using slices_internal::group_shape;
 using slices_internal::GroupShape;
@@ -62,7 +65,7 @@ class SliceAssembler {
     if (!s.is_ok())
       return Status::invalid_argument(
           fmt::format("{}: the graph built from the captures: {}", job_.name, s.message()));
-    return SlicedGraph{std::move(graph_), std::move(sources_)};
+    return SlicedGraph{std::move(graph_), std::move(sources_), {}};
   }
 
  private:
@@ -92,7 +95,12 @@ class SliceAssembler {
   Status add_role(int ri) {
     const std::string& name = roles_.names[static_cast<std::size_t>(ri)];
     const std::vector<Rank>& ranks = roles_.ranks[static_cast<std::size_t>(ri)];
-    RoleSource src{name, static_cast<int>(ranks.size()), ranks.front(), kNone, {}};
+    const std::string what = roles_.what.size() > static_cast<std::size_t>(ri)
+                                 ? roles_.what[static_cast<std::size_t>(ri)]
+                                 : std::string();
+    RoleSource src{name, static_cast<int>(ranks.size()), ranks.front(), kNone, {}, {}};
+    if (!what.empty())
+      src.what = ranks.size() == 1 ? what : fmt::format("ranks {}: {}", compact_ranks(ranks), what);
     std::vector<RankProgram>& captured = by_role_[static_cast<std::size_t>(ri)];
     if (captured.empty()) {
       if (model_ == nullptr)
@@ -105,13 +113,14 @@ class SliceAssembler {
       return Status::ok();
     }
     RankProgram& rep = captured.front();
+    anchored_.clear();
     for (std::size_t i = 1; i < captured.size(); ++i) {
-      Status same = check_same_program(layout(), rep, captured[i]);
+      Status same = check_same_program(layout(), rep, captured[i], &anchored_);
       if (!same.is_ok())
-        return same.with_context(fmt::format(
-            "job '{}': role '{}' (a pipeline stage): its ranks do not all run one program, as "
-            "the layout's roles assume",
-            job_.name, name));
+        return same.with_context(
+            fmt::format("job '{}': role '{}' ({}): its ranks do not all run one program, as "
+                        "the layout's roles assume",
+                        job_.name, name, what.empty() ? "a pipeline stage" : what));
       src.checked.push_back(captured[i].rank);
     }
     std::vector<int> comm_slot(rep.comms.size(), kNone);
@@ -198,7 +207,8 @@ class SliceAssembler {
 
   Result<int> peer_to_slot(int ri, const RankProgram& rep, std::size_t k) {
     const Rank peer = rep.peers[k];
-    if (model_ != nullptr) {
+    const bool anchored = anchored_.count(k) != 0;  // the same peer wherever the rank is
+    if (model_ != nullptr && !anchored) {
       const SlotResolver res = model_->resolver();
       for (std::size_t s = 0; s < model_->slots.size(); ++s) {
         const int si = static_cast<int>(s);
@@ -211,7 +221,7 @@ class SliceAssembler {
       const int i = static_cast<int>(d);
       if (layout().coord(peer, i) != layout().coord(rep.rank, i)) differ.push_back(i);
     }
-    if (differ.size() == 1) {
+    if (differ.size() == 1 && !anchored) {
       const int d = differ.front();
       const GridDim& dim = layout().dims()[static_cast<std::size_t>(d)];
       const int step = layout().coord(peer, d) - layout().coord(rep.rank, d);
@@ -228,7 +238,7 @@ class SliceAssembler {
         name, std::vector<Rank>(static_cast<std::size_t>(layout().world_size()), kNone)));
     for (Rank r : roles_.ranks[static_cast<std::size_t>(ri)])
       graph_.slots[static_cast<std::size_t>(s)].explicit_peers[static_cast<std::size_t>(r)] =
-          move(layout(), peer, rep.rank, r);
+          anchored ? anchor(layout(), peer, rep.rank, r) : move(layout(), peer, rep.rank, r);
     return s;
   }
 
@@ -241,6 +251,7 @@ class SliceAssembler {
   std::vector<std::vector<RankProgram>> by_role_;
   std::map<std::string, int> slot_of_name_;  // slots of our own
   std::map<int, KeyGroups> tables_;          // explicit group slot -> its groups
+  std::set<std::size_t> anchored_;           // the role being added: its anchored peers
 };
 
 }  // namespace
@@ -290,11 +301,24 @@ Result<SliceRoles> slice_roles(const JobSpec& job, const ExecutionGraph* model) 
 }
 
 Result<SlicedGraph> graph_from_slices(const JobSpec& job, const ExecutionGraph* model,
-                                      std::vector<RankProgram> captures) {
-  PRISM_ASSIGN_OR_RETURN(SliceRoles roles, slice_roles(job, model));
+                                      std::vector<RankProgram> captures, const RoleHints& hints) {
+  SliceRoles roles;
+  std::vector<std::string> splits;
+  if (model != nullptr) {
+    PRISM_ASSIGN_OR_RETURN(roles, slice_roles(job, model));
+  } else {
+    PRISM_ASSIGN_OR_RETURN(FoundRoles found, find_roles(job, captures, hints));
+    if (!found.capture.empty())
+      return Status::invalid_argument(fmt::format(
+          "{}; to tell which rule of the layout splits it, capture {} {} too", found.pending,
+          found.capture.size() == 1 ? "rank" : "ranks", compact_ranks(found.capture)));
+    roles = std::move(found.roles);
+    splits = std::move(found.splits);
+  }
   SliceAssembler a(job, model, std::move(roles));
   PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, a.run(std::move(captures)));
   sliced.graph.cluster = format_cluster_yaml(job.cluster);
+  sliced.splits = std::move(splits);
   return sliced;
 }
 
@@ -354,15 +378,22 @@ std::string format_slice_report(const SlicedGraph& s) {
     dims += fmt::format("{}{} {}", dims.empty() ? "" : ", ", d.name, d.size);
   std::string out =
       fmt::format("{}: {} ranks ({}), {} roles\n", g.name, g.world_size(), dims, s.roles.size());
-  out += fmt::format("  {:<10} {:>6} {:>6}  {}\n", "role", "ranks", "first", "program");
+  std::size_t width = 10;  // split roles' names are longer
+  for (const RoleSource& r : s.roles) width = std::max(width, r.role.size());
+  out += fmt::format("  {:<{}} {:>6} {:>6}  {}\n", "role", width, "ranks", "first", "program");
   for (const RoleSource& r : s.roles) {
     std::string what = r.captured == kNone ? "modelled: no rank captured; the builder's model"
                                            : fmt::format("captured rank {}", r.captured);
     if (!r.checked.empty())
       what += fmt::format("; the same program as captured {} {}",
                           r.checked.size() == 1 ? "rank" : "ranks", fmt::join(r.checked, ","));
-    out += fmt::format("  {:<10} {:>6} {:>6}  {}\n", r.role, r.num_ranks, r.first_rank, what);
+    else if (!r.what.empty())
+      what += r.num_ranks == 1 ? "; one rank" : "; not verified";
+    if (!r.what.empty()) what += "; " + r.what;
+    out +=
+        fmt::format("  {:<{}} {:>6} {:>6}  {}\n", r.role, width, r.num_ranks, r.first_rank, what);
   }
+  for (const std::string& line : s.splits) out += fmt::format("  {}\n", line);
   return out;
 }
 

@@ -29,7 +29,13 @@
 // A second communicator with the same members on one rank adds "#2", and so
 // on. More captured ranks of one role are checked against the
 // representative: the same communication, memory and marker ops in the same
-// order, on the moved communicators and peers; the first difference is the
+// order, on the moved communicators and peers. A peer that every rank of
+// the role names at the same place (the root of a gather: rank 0 of the
+// group) is anchored there instead of moved (slices_grid.h, anchor()). For
+// a program's job, a role whose captured ranks differ is split by a rule of
+// the layout (slicing/role_split.h) into roles of its own ("stage0.first",
+// "stage0.others"), each with its representative; where no rule fits, the
+// first difference is the error. With a model, the first difference is the
 // error. A role with no capture runs the builder's model, when the job has
 // one, and the report says so; a program's job has none to fall back on.
 #pragma once
@@ -53,11 +59,36 @@ struct SliceRoles {
   std::vector<std::string> names;          // role -> name
   std::vector<std::int32_t> role_of_rank;  // rank -> role
   std::vector<std::vector<Rank>> ranks;    // role -> its ranks, ascending
+  // role -> the part of a layout role that it is, when split ("stage0's
+  // first rank"); empty: the whole layout role.
+  std::vector<std::string> what;
 };
 
 // The roles of `job`: the builder's graph's (`model`, when the job has a
 // model section), else one per pipeline stage of program_layout().
 Result<SliceRoles> slice_roles(const JobSpec& job, const ExecutionGraph* model);
+
+// What the roles of a program's job take into account besides the
+// captures (docs/emulate.md, "Roles").
+struct RoleHints {
+  std::vector<Rank> real;    // the emulation's real ranks: each represents its class
+  std::vector<Rank> listed;  // --capture-ranks: set apart where no rule of the layout fits
+};
+
+struct FoundRoles {
+  SliceRoles roles;
+  std::vector<Rank> capture;        // ranks to capture before the roles are known (ascending)
+  std::string pending;              // then: the first role's name and its first difference
+  std::vector<std::string> splits;  // one line per split role: its rule and why
+};
+
+// The roles of a program's job (no model section) as `captures` show them:
+// the layout's, each split where its captured ranks differ
+// (slicing/role_split.h). Ranks still needed to tell the rules apart are in
+// `capture`; no rule fitting a role's captures is the error, which names
+// two ranks that differ and their first differing op.
+Result<FoundRoles> find_roles(const JobSpec& job, const std::vector<RankProgram>& captures,
+                              const RoleHints& hints);
 
 // Where a role's program came from.
 struct RoleSource {
@@ -66,19 +97,24 @@ struct RoleSource {
   Rank first_rank = 0;
   Rank captured = kNone;      // the rank whose capture the role runs; kNone: the model's
   std::vector<Rank> checked;  // further captured ranks of the role, found equivalent
+  std::string what;           // a split role: "ranks 1-7: stage0's ranks but the first"
 };
 
 struct SlicedGraph {
   ExecutionGraph graph;
   std::vector<RoleSource> roles;
+  std::vector<std::string> splits;  // FoundRoles::splits
 };
 
 // Builds `job`'s graph from `captures` (programs of captured ranks, any
 // order, each rank at most once). `model`: the builder's graph of a job
-// with a model section, else nullptr. The result has passed finalize_graph
+// with a model section, else nullptr; without one, the roles are
+// find_roles()'s, and captures too few to tell how a role splits are an
+// error naming the ranks to capture. The result has passed finalize_graph
 // and validate_graph.
 Result<SlicedGraph> graph_from_slices(const JobSpec& job, const ExecutionGraph* model,
-                                      std::vector<RankProgram> captures);
+                                      std::vector<RankProgram> captures,
+                                      const RoleHints& hints = {});
 
 // The capture files (docs/emulate.md, "Capture files") in `dir`: every
 // *.json whose "format" is "prism-capture", in name order. None is an error.
@@ -96,7 +132,8 @@ Status check_capturable(const JobSpec& job);
 Result<ExecutionGraph> graph_from_capture(const JobSpec& job, std::string_view capture_json,
                                           const std::string& source);
 
-// The role table: each role's ranks and where its program came from.
+// The role table: each role's ranks and where its program came from, then
+// a line per split role saying by which rule and why.
 std::string format_slice_report(const SlicedGraph& s);
 
 }  // namespace prism

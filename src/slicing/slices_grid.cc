@@ -72,8 +72,8 @@ std::string describe(const RankProgram& p, const Op* op) {
 }
 
 // Whether b's op `y` is a's op `x` moved from a's place to b's.
-bool same_op(const Layout& l, const RankProgram& a, const Op& x, const RankProgram& b,
-             const Op& y) {
+bool same_op(const Layout& l, const RankProgram& a, const Op& x, const RankProgram& b, const Op& y,
+             std::set<std::size_t>* anchored) {
   if (x.kind != y.kind || x.bytes != y.bytes) return false;
   switch (x.kind) {
     case OpKind::kCollective: {
@@ -86,10 +86,15 @@ bool same_op(const Layout& l, const RankProgram& a, const Op& x, const RankProgr
       return moved == theirs;
     }
     case OpKind::kSend:
-    case OpKind::kRecv:
-      return x.arg == y.arg && x.dtype == y.dtype &&
-             move(l, a.peers[static_cast<std::size_t>(x.ref)], a.rank, b.rank) ==
-                 b.peers[static_cast<std::size_t>(y.ref)];
+    case OpKind::kRecv: {
+      if (x.arg != y.arg || x.dtype != y.dtype) return false;
+      const Rank peer = a.peers[static_cast<std::size_t>(x.ref)];
+      const Rank theirs = b.peers[static_cast<std::size_t>(y.ref)];
+      if (move(l, peer, a.rank, b.rank) == theirs) return true;
+      if (anchor(l, peer, a.rank, b.rank) != theirs) return false;
+      if (anchored != nullptr) anchored->insert(static_cast<std::size_t>(x.ref));
+      return true;
+    }
     case OpKind::kMarker:
       return x.marker == y.marker && x.arg == y.arg;
     default:
@@ -116,6 +121,16 @@ Rank move(const Layout& l, Rank m, Rank from, Rank to) {
     const int i = static_cast<int>(d);
     const int size = l.dims()[d].size;
     const int c = ((l.coord(m, i) - l.coord(from, i) + l.coord(to, i)) % size + size) % size;
+    out += c * l.stride(i);
+  }
+  return out;
+}
+
+Rank anchor(const Layout& l, Rank m, Rank from, Rank to) {
+  Rank out = 0;
+  for (std::size_t d = 0; d < l.dims().size(); ++d) {
+    const int i = static_cast<int>(d);
+    const int c = l.coord(m, i) == l.coord(from, i) ? l.coord(to, i) : l.coord(m, i);
     out += c * l.stride(i);
   }
   return out;
@@ -175,13 +190,14 @@ Result<GroupShape> group_shape(const Layout& l, const std::vector<Rank>& members
   return s;
 }
 
-Status check_same_program(const Layout& l, const RankProgram& a, const RankProgram& b) {
+Status check_same_program(const Layout& l, const RankProgram& a, const RankProgram& b,
+                          std::set<std::size_t>* anchored) {
   const std::vector<const Op*> xs = compared_ops(a.role);
   const std::vector<const Op*> ys = compared_ops(b.role);
   for (std::size_t i = 0; i < std::max(xs.size(), ys.size()); ++i) {
     const Op* x = i < xs.size() ? xs[i] : nullptr;
     const Op* y = i < ys.size() ? ys[i] : nullptr;
-    if (x != nullptr && y != nullptr && same_op(l, a, *x, b, *y)) continue;
+    if (x != nullptr && y != nullptr && same_op(l, a, *x, b, *y, anchored)) continue;
     return Status::invalid_argument(fmt::format(
         "rank {} ({}) does not run rank {}'s program ({}) moved to its place: at their "
         "communication, memory or marker op {}, rank {} has {}, rank {} has {}",

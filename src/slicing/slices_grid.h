@@ -3,6 +3,7 @@
 // one role are the same program.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@ namespace prism::slices_internal {
 // `m` moved as `from` moves to `to`: each coordinate shifts by to's minus
 // from's, modulo the dimension's size.
 Rank move(const Layout& l, Rank m, Rank from, Rank to);
+// `m` anchored as `from` moves to `to`: where m's coordinate is from's, it
+// becomes to's; elsewhere it stays (the root of a gather, rank 0 of a group,
+// which every rank of a role names whatever its place).
+Rank anchor(const Layout& l, Rank m, Rank from, Rank to);
 // Each member moved; sorted again when `members` was ascending.
 std::vector<Rank> move_group(const Layout& l, const std::vector<Rank>& members, Rank from, Rank to);
 
@@ -32,7 +37,10 @@ Result<GroupShape> group_shape(const Layout& l, const std::vector<Rank>& members
 // Whether `b` (rank b.rank) runs `a`'s program (rank a.rank) moved to its
 // place: the same communication, memory and marker ops in the same order,
 // on moved communicators and peers. Compute is measured, so it differs.
-// The error names the first difference.
-Status check_same_program(const Layout& l, const RankProgram& a, const RankProgram& b);
+// A peer of a's matches b's when moved, or else when anchored (above); the
+// error names the first difference. `anchored`, when given, gets the index
+// (in a.peers) of each peer that matched only anchored.
+Status check_same_program(const Layout& l, const RankProgram& a, const RankProgram& b,
+                          std::set<std::size_t>* anchored = nullptr);
 
 }  // namespace prism::slices_internal

@@ -140,7 +140,8 @@ TEST(SlicesTest, ARankThatRunsAnotherProgramIsReportedWhereItDiffers) {
   EXPECT_THAT(s.status().message(),
               HasSubstr("rank 2 (capture2) does not run rank 0's program (capture0) moved to its "
                         "place: at their communication, memory or marker op 7, rank 0 has free of "
-                        "1048576 bytes, rank 2 has all_reduce of 8 bytes (fp32) on ranks [0,2]"));
+                        "1048576 bytes, rank 2 has all_reduce of 8 bytes (fp32) on ranks [0,2]; "
+                        "to tell which rule of the layout splits it, capture ranks 1,3 too"));
   // A rank whose data-parallel group is another one's differs at that op.
   RankProgram wrong = stage_program(1);
   wrong.comms[1].members = {0, 1};
@@ -150,6 +151,90 @@ TEST(SlicesTest, ARankThatRunsAnotherProgramIsReportedWhereItDiffers) {
   EXPECT_THAT(s.status().message(), HasSubstr("rank 0 has all_reduce of 1048576 bytes (fp32) on "
                                               "ranks [0,2], rank 1 has all_reduce of 1048576 "
                                               "bytes (fp32) on ranks [0,1]"));
+}
+
+// Rank 0 of an 8-rank data-parallel job gathers from every other rank,
+// which sends to it (torch.distributed.gather), then all ranks all-reduce.
+RankProgram gather_program(Rank r) {
+  RankProgram p;
+  p.rank = r;
+  p.source = "capture" + std::to_string(r);
+  p.comms = {{"world", {0, 1, 2, 3, 4, 5, 6, 7}}};
+  RoleBuilder b("program", {"host", "comm"});
+  b.marker(0, MarkerKind::kIteration, 0);
+  b.compute(0, SimTime{1000 + r}, "forward");
+  if (r == 0) {
+    for (Rank k = 1; k < 8; ++k) {
+      p.peers.push_back(k);
+      b.recv(1, static_cast<int>(k - 1), Bytes{64}, 0);
+    }
+  } else {
+    p.peers.push_back(0);
+    b.send(1, 0, Bytes{64}, 0);
+  }
+  b.collective(1, 0, CollectiveKind::kAllReduce, Bytes{64}, DType::kFloat32);
+  b.marker(0, MarkerKind::kIterationEnd, 0);
+  p.role = std::move(b).build();
+  return p;
+}
+
+std::vector<RankProgram> gather_programs(std::initializer_list<Rank> ranks) {
+  std::vector<RankProgram> out;
+  for (Rank r : ranks) out.push_back(gather_program(r));
+  return out;
+}
+
+const char* const kGatherJob = "name: gather\ncluster: {preset: dgx-h100, num_gpus: 8}\n";
+
+TEST(SlicesTest, ARoleWhoseRanksDifferIsSplitByARuleOfTheLayout) {
+  const JobSpec job = testing::parse(kGatherJob);
+  Result<SlicedGraph> s = graph_from_slices(job, nullptr, gather_programs({7, 0, 6, 1}));
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  const ExecutionGraph& g = s.value().graph;
+  ASSERT_EQ(g.roles.size(), 2u);
+  EXPECT_EQ(g.roles[0].name, "stage0.first");
+  EXPECT_EQ(g.roles[1].name, "stage0.others");
+  EXPECT_EQ(g.role_of_rank, (std::vector<std::int32_t>{0, 1, 1, 1, 1, 1, 1, 1}));
+  // The senders' peer is anchored at rank 0, not moved with them.
+  const SlotResolver res = g.resolver();
+  const int to_root = g.find_slot("stage0.others.peer0");
+  ASSERT_NE(to_root, kNone);
+  for (Rank r = 1; r < 8; ++r) EXPECT_EQ(res.peer(to_root, r), 0) << "rank " << r;
+  EXPECT_EQ(format_slice_report(s.value()),
+            "gather: 8 ranks (tp 1, cp 1, dp 8, pp 1), 2 roles\n"
+            "  role           ranks  first  program\n"
+            "  stage0.first       1      0  captured rank 0; one rank; stage0's first rank\n"
+            "  stage0.others      7      1  captured rank 1; the same program as captured ranks "
+            "6,7; ranks 1-7: stage0's ranks but the first\n"
+            "  stage0 is split by its first rank, as rank 1 (capture1) does not run rank 0's "
+            "program (capture0) moved to its place: at their communication, memory or marker op "
+            "1, rank 0 has recv of 64 bytes from rank 1 (tag 0), rank 1 has send of 64 bytes to "
+            "rank 0 (tag 0)\n");
+  // The graph replays to the end, folded as unfolded.
+  const ReplayResult folded = testing::run(g, /*fold=*/true);
+  const ReplayResult unfolded = testing::run(g, /*fold=*/false);
+  EXPECT_EQ(unfolded.outcome, ReplayResult::Outcome::kCompleted);
+  EXPECT_EQ(folded.iteration_time, unfolded.iteration_time);
+}
+
+TEST(SlicesTest, CapturesTooFewToTellHowARoleSplitsNameTheRanksToCapture) {
+  const JobSpec job = testing::parse(kGatherJob);
+  Result<SlicedGraph> s = graph_from_slices(job, nullptr, gather_programs({0, 7}));
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_THAT(s.status().message(),
+              HasSubstr("role 'stage0' (a pipeline stage): its ranks do not all run one program, "
+                        "as the layout's roles assume: rank 7 (capture7) does not run rank 0's "
+                        "program (capture0)"));
+  EXPECT_THAT(s.status().message(),
+              HasSubstr("to tell which rule of the layout splits it, capture ranks 1,6 too"));
+  // Two senders alone look like one program; rank 0, the peer they name
+  // alike, is asked for.
+  s = graph_from_slices(job, nullptr, gather_programs({3, 7}));
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_THAT(s.status().message(),
+              HasSubstr("its captured ranks 3,7 name one peer alike, rank 0, which cannot run "
+                        "their program; to tell which rule of the layout splits it, capture rank "
+                        "0 too"));
 }
 
 TEST(SlicesTest, RefusesMissingRolesDuplicatesAndRanksOutsideTheJob) {
@@ -212,6 +297,12 @@ TEST(SlicesTest, GroupShapesNameWholeDimensionsStagesAndIrregularGroups) {
   EXPECT_EQ(group_shape(l, {1, 2}, pp).value().name, a);
   EXPECT_NE(group_shape(l, {0, 7}, pp).value().name, a);
   EXPECT_EQ(slices_internal::move(l, 3, 0, 6), 5);  // tp 1 dp 1 moved by tp 0 dp 1 pp 1
+  // The root of a gather, rank 1 (tp 1 dp 0) as rank 3 (tp 1 dp 1) names
+  // it: anchored for rank 7 (tp 1 dp 3) it keeps dp 0; moved it shifts.
+  const Layout l4(8, {{"tp", 2}, {"cp", 1}, {"dp", 4}, {"pp", 1}}, 8);
+  EXPECT_EQ(slices_internal::anchor(l4, 1, 3, 7), 1);
+  EXPECT_EQ(slices_internal::move(l4, 1, 3, 7), 5);
+  EXPECT_EQ(slices_internal::anchor(l4, 2, 3, 5), 4);  // tp 0 dp 1 as tp 1 dp 1: tp kept
 }
 
 TEST(SlicesTest, ProgramLayoutSplitsDataParallelismForExperts) {
