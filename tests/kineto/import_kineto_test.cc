@@ -1,5 +1,7 @@
 // import_kineto: traces of every rank -> a validated graph that replays; role
 // sharing; and each way a set of traces is refused.
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -21,9 +23,14 @@ namespace fs = std::filesystem;
 class ImportKinetoTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / "kineto_import_test";
+    // One folder per process: ctest runs this binary's tests side by side.
+    dir_ = fs::path(::testing::TempDir()) / ("kineto_import_test_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
   }
   fs::path write(const std::string& name, const TraceJson& t) {
     const fs::path p = dir_ / name;
