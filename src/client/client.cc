@@ -309,8 +309,13 @@ Result<std::optional<std::uint64_t>> Client::wait_any(std::int64_t until) {
 }
 
 Result<std::optional<std::uint64_t>> Client::poll() {
+  // A progress thread polls while the rank computes, often on the same
+  // core: it sleeps for the answer instead of spinning, so that the poll
+  // costs the compute its messages, not the round trip's CPU.
   keep_clock_ = true;
+  conn_->set_spin(std::chrono::microseconds(0));
   Result<std::optional<std::uint64_t>> r = wait_any(now());
+  conn_->set_spin(kSpin);
   keep_clock_ = false;
   return r;
 }
