@@ -12,7 +12,7 @@
 # a summary; exit 0 only when all pass.
 #
 # GPU checks, each bounded by a timeout inside an overall budget (--budget,
-# 400 s), run in the order --only gives (default e,d,a,f,c,b,g,k,build: the
+# 400 s), run in the order --only gives (default e,d,a,f,c,b,h,g,k,build: the
 # simplest use of the drop-in first, so a broken GPU path shows early);
 # figures go to OUT/figures.json, the log to OUT/check.log:
 #   build  the c10d extension against the host's torch (build_torch_backend.sh)
@@ -35,6 +35,9 @@
 #          the replay of its graph (predicted) vs the emulated iteration
 #   (k)    a Kineto trace of a real GPU step (torch.profiler), imported with
 #          `prism import kineto` (the in-situ calibration path)
+#   (h)    the coordinator gone while a stream is held: gpu/coordinator_gone.py
+#          kills `prism` (SIGKILL) during (a) ddp's emulation; the orphaned
+#          rank must end by itself, with the drop-in's error, within 60 s
 #   (p)    perturbation diagnostics (not in the default list): (c)'s program
 #          30 steps alone and emulated, profiled, and with the progress thread
 #          polling every 5 us
@@ -43,12 +46,12 @@
 # process of its session after each step and on exit (interrupts included).
 #
 # Options: --out DIR (default ./gpu-check-<UTC time>), --python PY (python3),
-#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (of e,d,a,f,c,b,g,k,build,p
+#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (of e,d,a,f,c,b,h,g,k,build,p
 #   in the order to run them), --a-modes LIST (ddp,fsdp,tp)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 args=("$@")
-dry=0 out= python=python3 rank=5 budget=400 only=e,d,a,f,c,b,g,k,build a_modes=ddp,fsdp,tp
+dry=0 out= python=python3 rank=5 budget=400 only=e,d,a,f,c,b,h,g,k,build a_modes=ddp,fsdp,tp
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry=1; shift ;;
@@ -219,6 +222,10 @@ if "f_capture" in f:
         g(f, "f_capture", "kernel_compute_events"), g(f, "f_capture", "kernel_compute_ms"),
         g(f, "f_capture", "captured_run_gpu_ms"), g(f, "f_capture", "predicted_iteration_s"),
         g(f, "f_capture", "emulated_iteration_s"), g(f, "f_capture", "percent_apart")))
+if "h_gone" in f:
+    print("  (h) prism killed at the emulation's step %s: the rank ended by itself %s s later (exit %s): %s" % (
+        g(f, "h_gone", "emulation_step"), g(f, "h_gone", "rank_ended_after_s"), g(f, "h_gone", "rank_exit"),
+        (g(f, "h_gone", "rank_stderr_tail") or [None])[-1]))
 if "k_kineto" in f:
     print("  (k) Kineto trace %s bytes, import exit %s: %s" % (
         g(f, "k_kineto", "trace_bytes"), g(f, "k_kineto", "import_exit"), g(f, "k_kineto", "summary")))
@@ -394,6 +401,16 @@ check_p() {
   fig p_perturbation "{\"alone\": $(line_json "$out/p_alone.out" GPU_STATS), \"poll50_captured\": $(first_json "$out/p_poll50.out" GPU_STATS), \"poll50_emulated\": $(line_json "$out/p_poll50.out" GPU_STATS), \"poll5_captured\": $(first_json "$out/p_poll5.out" GPU_STATS), \"poll5_emulated\": $(line_json "$out/p_poll5.out" GPU_STATS)}"
 }
 
+# (h) the coordinator gone while a real rank's stream is held: prism killed
+# during (a) ddp's emulation (after its step 3); the rank, orphaned, must end
+# by itself with the drop-in's error within 60 s (its stderr kept in OUT/h/).
+check_h() {
+  step h_gone 150 "$python" gpu/coordinator_gone.py --prism "$prism" \
+    --job examples/jobs/cuda-gpt-1024.yaml --dropin "$dropin" --out "$out/h" --python "$python" \
+    --rank "$rank" --timeout 60 --within 60 --after-steps 3
+  fig h_gone "$(line_json "$out/h_gone.out" GONE)"
+}
+
 # (d) stream release latency.
 check_d() {
   step d_alone 45 "$python" gpu/release_latency.py --count 1000
@@ -491,8 +508,8 @@ print(json.dumps({"import_exit": int(rc), "trace_bytes": os.path.getsize(t) if o
 
 for c in ${only//,/ }; do
   case $c in
-    build | a | b | c | d | e | f | g | k | p) check_$c ;;
-    *) say "unknown check '$c' (build, a, b, c, d, e, f, g, k, p): skipped" ;;
+    build | a | b | c | d | e | f | g | h | k | p) check_$c ;;
+    *) say "unknown check '$c' (build, a, b, c, d, e, f, g, h, k, p): skipped" ;;
   esac
 done
 

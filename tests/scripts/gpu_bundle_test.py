@@ -56,7 +56,7 @@ class GpuBundleTest(unittest.TestCase):
                   "examples/cuda_gpt/train.py", "examples/jobs/cuda-gpt-1024.yaml",
                   "examples/megatron_gpt/train.py", "examples/jobs/megatron-gpt-pp4-1024.yaml",
                   "data/kernels.csv", "scripts/measure_kernels.py", "gpu/nccl_footprint.py",
-                  "gpu/release_latency.py"]:
+                  "gpu/release_latency.py", "gpu/coordinator_gone.py"]:
             self.assertIn(p, paths)
         # glibc and libstdc++ are the host's, never the bundle's.
         libs = os.listdir(os.path.join(self.bundle, "lib"))
@@ -162,6 +162,28 @@ class GpuBundleTest(unittest.TestCase):
         r = run([sys.executable, tool, "--alone", cpu, "--emulated", e])
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("no device events", r.stderr)
+
+    def test_coordinator_gone_on_cpu(self):
+        # (h)'s mechanics on CPU (the c10d backend instead of the drop-in):
+        # prism killed during the emulation, the orphaned rank ends by itself
+        # with the backend's error, and the script says so in one GONE line.
+        py = os.environ.get("PRISM_TORCH_PYTHON", "")
+        if not py or run([py, "-c", "import torch"]).returncode != 0:
+            self.skipTest("no torch interpreter (PRISM_TORCH_PYTHON)")
+        out = os.path.join(self.tmp.name, "gone")
+        r = run([py, os.path.join(REPO, "scripts", "gpu", "coordinator_gone.py"),
+                 "--prism", os.path.join(BUILD, "bin", "prism"),
+                 "--job", "examples/jobs/cuda-gpt-1024.yaml", "--out", out, "--python", py,
+                 "--device", "cpu", "--after-steps", "2", "--within", "60", "--",
+                 "--dim", "64", "--heads", "4", "--vocab", "512", "--seq", "64", "--batch", "2",
+                 "--layers", "1"], cwd=REPO)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        gone = json.loads(r.stdout.split("GONE ", 1)[1])
+        self.assertTrue(gone["rank_ended"], gone)
+        self.assertLess(gone["rank_ended_after_s"], 60)
+        self.assertGreaterEqual(gone["emulation_step"], 2)
+        self.assertNotEqual(gone["rank_exit"], 0)
+        self.assertTrue(any("coordinator" in line for line in gone["rank_stderr_tail"]), gone)
 
 
 if __name__ == "__main__":
