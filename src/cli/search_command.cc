@@ -98,17 +98,13 @@ Result<int> SearchCommand::run() const {
       check_output_files(*app_, {"--csv", "--report"}, job_.job_path, "job spec"));
   PRISM_ASSIGN_OR_RETURN(const PreparedJob base, read_job(job_));
   PRISM_ASSIGN_OR_RETURN(options.device, memory_.device(base.gpu.name));
-  PRISM_ASSIGN_OR_RETURN(const SearchAxes axes, search_axes(axes_, base.job));
-  PRISM_ASSIGN_OR_RETURN(SearchSpace space, enumerate_space(axes, base.job));
   options.jobs =
       jobs_ > 0 ? jobs_ : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  progress(fmt::format("simulating {} configurations on {} threads...", space.valid.size(),
-                       options.jobs));
   ProgressLine line;
   options.on_progress = [&line](std::int64_t done, std::int64_t total) {
     line.update(done, total);
   };
-  PRISM_ASSIGN_OR_RETURN(const SearchOutput out, run_search(base, std::move(space), options));
+  PRISM_ASSIGN_OR_RETURN(const SearchOutput out, search_job(base, axes_, options));
   std::fputs(format_search_text(base, out, top_).c_str(), stdout);
   std::fflush(stdout);
   if (!csv_path_.empty())

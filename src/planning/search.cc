@@ -88,6 +88,7 @@ Result<SearchResult> simulate_config(const PreparedJob& base, const KernelModel&
   } else {
     r.oom_at = oom_place(s.oom);
     so.models.device.capacity = Bytes{0};  // unlimited: what each stage needs
+    so.models.device.allocator.memory_fraction = 0;
     Result<JobSimulation> free = simulate_job(p, so);
     if (!free.is_ok()) return free.status().with_context(to_string(c));
     r.stages = stages_of(free.value().summary);
@@ -152,6 +153,13 @@ Result<SearchOutput> run_search(const PreparedJob& base, SearchSpace space,
   rank_results(&out.ranked);
   out.space = std::move(space);
   return out;
+}
+
+Result<SearchOutput> search_job(const PreparedJob& base, const SearchAxesText& text,
+                                const SearchOptions& o) {
+  PRISM_ASSIGN_OR_RETURN(const SearchAxes axes, search_axes(text, base.job));
+  PRISM_ASSIGN_OR_RETURN(SearchSpace space, enumerate_space(axes, base.job));
+  return run_search(base, std::move(space), o);
 }
 
 }  // namespace prism

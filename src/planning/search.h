@@ -71,4 +71,9 @@ struct SearchOutput {
 // defect) is the search's error, naming the configuration.
 Result<SearchOutput> run_search(const PreparedJob& base, SearchSpace space, const SearchOptions& o);
 
+// `prism search`'s one call: the axes of `text` over the job (search_axes),
+// their valid configurations (enumerate_space), each simulated (run_search).
+Result<SearchOutput> search_job(const PreparedJob& base, const SearchAxesText& text,
+                                const SearchOptions& o);
+
 }  // namespace prism
