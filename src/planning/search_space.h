@@ -7,7 +7,9 @@
 //
 // The world size and the global batch stay the job's: every configuration
 // trains the same batch on the same GPUs, so tokens/s per GPU compares them.
-// Enumeration order is fixed (axes in the order above, each axis's values
+// Enumeration order is fixed (tp, pp, vpp, cp, ep, mbs, recompute,
+// distributed optimizer, overlap_grad_reduce, sequence parallelism,
+// overlap_param_gather; the last varies fastest; each axis's values
 // ascending, off before on), so every output that follows it is
 // deterministic.
 #pragma once
