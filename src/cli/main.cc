@@ -14,6 +14,7 @@
 #include "cli/interop_command.h"
 #include "cli/memory_command.h"
 #include "cli/replay_command.h"
+#include "cli/search_command.h"
 #include "cli/simulate_command.h"
 #include "cli/validate_command.h"
 #include "util/interrupt.h"
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   const prism::CollectiveCommand collective(app);
   const prism::ValidateCommand validate(app);
   const prism::SimulateCommand simulate(app);
+  const prism::SearchCommand search(app);
   const prism::BuildCommand build(app);
   const prism::MemoryCommand memory(app);
   const prism::EmulateCommand emulate(app);
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
     if (validate.selected()) return finish(validate.run());
     if (collective.selected()) return finish(collective.run());
     if (simulate.selected()) return finish(simulate.run());
+    if (search.selected()) return finish(search.run());
     if (build.selected()) return finish(build.run());
     if (memory.selected()) return finish(memory.run());
     if (emulate.selected()) return finish(emulate.run());

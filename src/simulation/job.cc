@@ -15,6 +15,14 @@ std::string default_kernel_db_path() {
 }
 
 Result<PreparedJob> prepare_job(const JobInput& o, bool program_ok) {
+  PRISM_ASSIGN_OR_RETURN(PreparedJob p, read_job(o, program_ok));
+  if (!p.job.has_model) return p;  // the graph comes from capturing the program
+  progress(fmt::format("building the graph of {} ranks...", p.job.num_gpus));
+  PRISM_RETURN_IF_ERROR(build_job(&p));
+  return p;
+}
+
+Result<PreparedJob> read_job(const JobInput& o, bool program_ok) {
   if (o.no_kernel_db && !o.kernel_dbs.empty())
     return Status::invalid_argument("--no-kernel-db and --kernel-db contradict each other");
   PreparedJob p;
@@ -42,10 +50,13 @@ Result<PreparedJob> prepare_job(const JobInput& o, bool program_ok) {
     const bool shipped = path == default_kernel_db_path();
     p.db_paths += (p.db_paths.empty() ? "" : ", ") + (shipped ? "shipped data/kernels.csv" : path);
   }
-  progress(fmt::format("building the graph of {} ranks...", p.job.num_gpus));
-  const KernelModel kernels(p.gpu, &p.db);
-  PRISM_ASSIGN_OR_RETURN(p.built, build_megatron(p.job, kernels));
   return p;
+}
+
+Status build_job(PreparedJob* p) {
+  const KernelModel kernels(p->gpu, &p->db);
+  PRISM_ASSIGN_OR_RETURN(p->built, build_megatron(p->job, kernels));
+  return Status::ok();
 }
 
 }  // namespace prism

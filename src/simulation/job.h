@@ -40,4 +40,11 @@ std::string default_kernel_db_path();
 // program's) is an error unless `program_ok`; then nothing is built.
 Result<PreparedJob> prepare_job(const JobInput& input, bool program_ok = false);
 
+// prepare_job() in two steps, for callers that change the spec before
+// building (prism search builds one graph per configuration): read_job()
+// reads the spec, GPU and kernel databases and builds nothing;
+// build_job() builds p->built from p->job, which must pass validate_job().
+Result<PreparedJob> read_job(const JobInput& input, bool program_ok = false);
+Status build_job(PreparedJob* p);
+
 }  // namespace prism

@@ -290,6 +290,57 @@ std::vector<Case> cases() {
       {"replay_gpt_oom",
        {"replay", kGpt, "--memory-fraction", "0.01", "--report", "{tmp}/report.json"},
        {"report.json"}},
+      // Search: the default space of the small job (exact ranking), a
+      // narrower one with out-of-memory configurations and every output.
+      {"search_help", {"search", "--help"}},
+      {"search_small", {"search", kJob, "--no-kernel-db", "--top", "5"}},
+      {"search_small_oom",
+       {"search",
+        kJob,
+        "--no-kernel-db",
+        "--tp",
+        "1,2,4",
+        "--pp",
+        "1,2,4",
+        "--vpp",
+        "1,2",
+        "--cp",
+        "1,2",
+        "--mbs",
+        "1,2",
+        "--recompute",
+        "none,full",
+        "--memory-fraction",
+        "0.008",
+        "-j",
+        "2",
+        "--csv",
+        "{tmp}/search.csv",
+        "--report",
+        "{tmp}/search.json"},
+       {"search.csv", "search.json"}},
+      {"search_small_nothing_fits",
+       {"search", kJob, "--no-kernel-db", "--tp", "2", "--pp", "2", "--vpp", "1", "--cp", "1",
+        "--mbs", "1", "--recompute", "none", "--memory-fraction", "0.001"}},
+      {"error_search_tp_impossible", {"search", kJob, "--no-kernel-db", "--tp", "3,5"}},
+      {"error_search_mbs_impossible", {"search", kJob, "--no-kernel-db", "--mbs", "3"}},
+      {"error_search_empty_space",
+       {"search", kJob, "--no-kernel-db", "--tp", "4", "--pp", "4", "--cp", "2"}},
+      {"error_search_range_backwards", {"search", kJob, "--no-kernel-db", "--pp", "4-2"}},
+      {"error_search_list_not_a_number", {"search", kJob, "--no-kernel-db", "--vpp", "1,x"}},
+      {"error_search_list_empty_item", {"search", kJob, "--no-kernel-db", "--cp", "1,,2"}},
+      {"error_search_recompute", {"search", kJob, "--no-kernel-db", "--recompute", "some"}},
+      {"error_search_switch",
+       {"search", kJob, "--no-kernel-db", "--distributed-optimizer", "maybe"}},
+      {"error_search_too_many",
+       {"search", kJob, "--no-kernel-db", "--tp", "1-9999", "--pp", "1-9999"}},
+      {"error_search_top_zero", {"search", kJob, "--no-kernel-db", "--top", "0"}},
+      {"error_search_jobs_negative", {"search", kJob, "--no-kernel-db", "-j", "-1"}},
+      {"error_search_csv_overwrites_job",
+       {"search", "{tmp}/job.yaml", "--no-kernel-db", "--csv", "{tmp}/job.yaml"},
+       {},
+       {{kJob, "job.yaml"}}},
+      {"error_search_program_job", {"search", "examples/jobs/ddp-gpt-64.yaml"}},
       {"error_simulate_alloc_conf", {"simulate", kJob, "--alloc-conf", "max_split_size_mb:16"}},
       {"error_simulate_alloc_conf_backend",
        {"simulate", kJob, "--alloc-conf", "backend:cudaMallocAsync"}},
@@ -499,6 +550,22 @@ TEST_F(CliDeterminismTest, SimulateFoldedAndUnfoldedAgree) {
   EXPECT_NE(reports[0], reports[1]);
   EXPECT_EQ(without_run_fields(reports[0]), without_run_fields(reports[1]));
   EXPECT_EQ(traces[0], traces[1]);
+}
+
+// `prism search` writes the same files whatever its thread count.
+TEST_F(CliDeterminismTest, SearchIsTheSameOnOneThreadAndOnThree) {
+  std::vector<std::string> outs;
+  for (const char* jobs : {"1", "3"}) {
+    const std::string tag = jobs;
+    const RunResult run =
+        run_prism({"search", kJob, "--no-kernel-db", "--vpp", "1,2", "--cp", "1,2", "-j", jobs,
+                   "--csv", "{tmp}/c" + tag, "--report", "{tmp}/r" + tag},
+                  tmp_);
+    ASSERT_EQ(run.exit_status, 0) << run.err;
+    outs.push_back(run.out + slurp(fs::path(tmp_) / ("c" + tag)) +
+                   slurp(fs::path(tmp_) / ("r" + tag)));
+  }
+  EXPECT_EQ(outs[0], outs[1]);
 }
 
 }  // namespace
