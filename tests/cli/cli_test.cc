@@ -341,6 +341,9 @@ std::vector<Case> cases() {
        {},
        {{kJob, "job.yaml"}}},
       {"error_search_program_job", {"search", "examples/jobs/ddp-gpt-64.yaml"}},
+      // The shipped MoE example fits out of the box (issue 25).
+      {"simulate_mixtral_example",
+       {"simulate", "examples/jobs/mixtral-8x7b-h100-256.yaml", "--no-kernel-db"}},
       {"error_simulate_alloc_conf", {"simulate", kJob, "--alloc-conf", "max_split_size_mb:16"}},
       {"error_simulate_alloc_conf_backend",
        {"simulate", kJob, "--alloc-conf", "backend:cudaMallocAsync"}},
