@@ -30,6 +30,7 @@ class SimulateCommand {
   JobOptions job_;
   OutputOptions output_;
   std::string kernels_path_;
+  bool continue_past_oom_ = false;
   FoldOption fold_;
   NcclOptions nccl_;
   MemoryOptions memory_;

@@ -53,6 +53,25 @@ std::string format_simulate_text(const SimulateSummary& s) {
   if (!s.oom_text.empty()) {
     line("outcome:", "out of memory (the iteration did not complete)");
     out += s.oom_text;
+    if (s.past_oom) {
+      const PastOom& p = *s.past_oom;
+      line("past the OOM:",
+           fmt::format("with unlimited memory the iteration takes {:.3f} s "
+                       "({:.1f} tokens/s per GPU, MFU {:.1f}%)",
+                       seconds(p.iteration_time), p.tokens_per_s_per_gpu, 100 * p.mfu));
+      out += fmt::format(
+          "memory it needs per role (GiB; device peak with unlimited memory, and by how much it "
+          "passes the {:.2f} GiB per GPU):\n",
+          gib(s.capacity));
+      fmt::format_to(std::back_inserter(out), "{:<10}{:>9}{:>9}\n", "role", "needs", "over");
+      for (const PastOom::Role& r : p.roles) {
+        const Bytes over{r.needed.count - s.capacity.count};
+        const std::string over_text = over.count > 0 ? fmt::format("{:.2f}", gib(over)) : "-";
+        fmt::format_to(std::back_inserter(out), "{:<10}{:>9.2f}{:>9}\n", r.name, gib(r.needed),
+                       over_text);
+      }
+      out += "\n";
+    }
   } else {
     line("iteration time:", fmt::format("{:.3f} s", seconds(s.iteration_time)));
     line("tokens/s per GPU:", fmt::format("{:.1f}", s.tokens_per_s_per_gpu));
@@ -122,6 +141,19 @@ std::string format_simulate_json(const SimulateSummary& s) {
   j["model_flops_per_iteration"] = s.model_flops;
   j["outcome"] = s.oom_text.empty() ? "completed" : "out_of_memory";
   if (!s.oom_text.empty()) j["out_of_memory"] = s.oom;
+  if (s.past_oom) {
+    Json roles = Json::array();
+    for (const PastOom::Role& r : s.past_oom->roles) {
+      roles.push_back(
+          Json{{"name", r.name},
+               {"needed_bytes", r.needed.count},
+               {"over_bytes", std::max<std::int64_t>(0, r.needed.count - s.capacity.count)}});
+    }
+    j["past_oom"] = Json{{"iteration_time_s", seconds(s.past_oom->iteration_time)},
+                         {"tokens_per_s_per_gpu", s.past_oom->tokens_per_s_per_gpu},
+                         {"mfu", s.past_oom->mfu},
+                         {"roles", std::move(roles)}};
+  }
   if (s.oom_text.empty()) {
     j["iteration_time_s"] = seconds(s.iteration_time);
     j["tokens_per_s_per_gpu"] = s.tokens_per_s_per_gpu;

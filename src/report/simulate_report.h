@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,18 @@ struct SimulateRole {
   Bytes peak_allocated, peak_reserved, peak_device, nccl;
   Bytes fragmentation, inactive_split_peak;
   Breakdown breakdown;
+};
+
+// --continue-past-oom: the same iteration replayed with unlimited memory
+// after it ran out: how long it would take and what each role would need.
+struct PastOom {
+  SimTime iteration_time;
+  double tokens_per_s_per_gpu = 0, mfu = 0;
+  struct Role {
+    std::string name;
+    Bytes needed;  // the device peak (reserved + NCCL + context), max over the role's ranks
+  };
+  std::vector<Role> roles;
 };
 
 struct SimulateSummary {
@@ -53,6 +66,7 @@ struct SimulateSummary {
   // its times are not reported.
   std::string oom_text;
   nlohmann::ordered_json oom;
+  std::optional<PastOom> past_oom;  // with --continue-past-oom after an OOM
   std::int64_t kernels = 0, kernels_measured = 0;
   std::string kernel_db;  // databases used, or empty
   bool folded = false;

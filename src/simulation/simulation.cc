@@ -147,6 +147,20 @@ Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions
     return !std::binary_search(asked.begin(), asked.end(), rec.rank);
   });
   out.replay = std::move(result);
+  if (o.continue_past_oom && out.replay.outcome == ReplayResult::Outcome::kOutOfMemory) {
+    SimulationOptions unlimited = o;
+    unlimited.continue_past_oom = false;
+    unlimited.trace_ranks.clear();
+    unlimited.models.device.capacity = Bytes{0};  // no limit: what each role needs
+    unlimited.models.device.allocator.memory_fraction = 0;
+    PRISM_ASSIGN_OR_RETURN(const JobSimulation free, simulate_job(p, unlimited));
+    PastOom past;
+    past.iteration_time = free.summary.iteration_time;
+    past.tokens_per_s_per_gpu = free.summary.tokens_per_s_per_gpu;
+    past.mfu = free.summary.mfu;
+    for (const SimulateRole& r : free.summary.roles) past.roles.push_back({r.name, r.peak_device});
+    out.summary.past_oom = std::move(past);
+  }
   return out;
 }
 

@@ -341,6 +341,13 @@ std::vector<Case> cases() {
        {},
        {{kJob, "job.yaml"}}},
       {"error_search_program_job", {"search", "examples/jobs/ddp-gpt-64.yaml"}},
+      // Past an OOM (issue 25): the same iteration with unlimited memory,
+      // what each role needs and by how much it passes the GPU; exit 4.
+      {"simulate_past_oom",
+       {"simulate", "examples/jobs/mixtral-8x7b-h100-256.yaml", "--no-kernel-db", "--set",
+        "training.seq_length=8192", "--set", "training.grad_reduce_in_fp32=true",
+        "--continue-past-oom", "--report", "{tmp}/report.json"},
+       {"report.json"}},
       // The shipped MoE example fits out of the box (issue 25).
       {"simulate_mixtral_example",
        {"simulate", "examples/jobs/mixtral-8x7b-h100-256.yaml", "--no-kernel-db"}},
