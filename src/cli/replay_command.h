@@ -42,6 +42,7 @@ class ReplayCommand {
   double gpu_tflops_;
   double hbm_bw_gbps_;
   MemoryOptions memory_;
+  bool continue_past_oom_ = false;
 };
 
 }  // namespace prism

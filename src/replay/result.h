@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,16 @@ SimTime mean_length(const std::vector<SimTime>& lengths);
 // mean_length(iteration_lengths(marks, finish)).
 SimTime mean_iteration(const IterationMarks& marks, SimTime finish);
 
+// The same replay with unlimited memory after an out-of-memory one
+// (simulate_graph with continue_past_oom): its iteration time and what each
+// role's ranks needed at most (device peak); `capacity` is what the rank
+// may use: the GPU's, or its --memory-fraction share.
+struct PastOomReplay {
+  SimTime iteration_time;
+  std::vector<Bytes> role_needed;  // index = role index
+  Bytes capacity;
+};
+
 struct ReplayResult {
   enum class Outcome { kCompleted, kDeadlock, kOutOfMemory };
   Outcome outcome = Outcome::kCompleted;
@@ -161,6 +172,7 @@ struct ReplayResult {
   std::vector<TraceRecord> trace;    // for ReplayOptions::trace_ranks, sorted by (rank, start, op)
   std::vector<MemorySample> memory_trace;  // trace ranks, sorted by (rank, time); same-time merged
   std::vector<RankTimeline> timelines;     // trace ranks, ascending
+  std::optional<PastOomReplay> past_oom;   // set by simulate_graph with continue_past_oom
 };
 
 }  // namespace prism

@@ -86,6 +86,18 @@ std::string format_report_json(const ExecutionGraph& g, const ReplayResult& r) {
   Json oom = Json::array();
   for (const OutOfMemory& o : r.oom) oom.push_back(oom_json(g, o));
   j["out_of_memory"] = std::move(oom);
+  if (r.past_oom) {  // --continue-past-oom
+    Json needs = Json::array();
+    for (std::size_t i = 0; i < r.past_oom->role_needed.size() && i < g.roles.size(); ++i) {
+      const Bytes need = r.past_oom->role_needed[i];
+      needs.push_back(
+          Json{{"name", g.roles[i].name},
+               {"needed_bytes", need.count},
+               {"over_bytes", std::max<std::int64_t>(0, need.count - r.past_oom->capacity.count)}});
+    }
+    j["past_oom"] = Json{{"iteration_time_s", to_seconds(r.past_oom->iteration_time)},
+                         {"roles", std::move(needs)}};
+  }
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

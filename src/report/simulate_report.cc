@@ -62,10 +62,10 @@ std::string format_simulate_text(const SimulateSummary& s) {
       out += fmt::format(
           "memory it needs per role (GiB; device peak with unlimited memory, and by how much it "
           "passes the {:.2f} GiB per GPU):\n",
-          gib(s.capacity));
+          gib(p.capacity));
       fmt::format_to(std::back_inserter(out), "{:<10}{:>9}{:>9}\n", "role", "needs", "over");
       for (const PastOom::Role& r : p.roles) {
-        const Bytes over{r.needed.count - s.capacity.count};
+        const Bytes over{r.needed.count - p.capacity.count};
         const std::string over_text = over.count > 0 ? fmt::format("{:.2f}", gib(over)) : "-";
         fmt::format_to(std::back_inserter(out), "{:<10}{:>9.2f}{:>9}\n", r.name, gib(r.needed),
                        over_text);
@@ -144,10 +144,10 @@ std::string format_simulate_json(const SimulateSummary& s) {
   if (s.past_oom) {
     Json roles = Json::array();
     for (const PastOom::Role& r : s.past_oom->roles) {
-      roles.push_back(
-          Json{{"name", r.name},
-               {"needed_bytes", r.needed.count},
-               {"over_bytes", std::max<std::int64_t>(0, r.needed.count - s.capacity.count)}});
+      roles.push_back(Json{
+          {"name", r.name},
+          {"needed_bytes", r.needed.count},
+          {"over_bytes", std::max<std::int64_t>(0, r.needed.count - s.past_oom->capacity.count)}});
     }
     j["past_oom"] = Json{{"iteration_time_s", seconds(s.past_oom->iteration_time)},
                          {"tokens_per_s_per_gpu", s.past_oom->tokens_per_s_per_gpu},

@@ -39,6 +39,7 @@ struct PastOom {
     Bytes needed;  // the device peak (reserved + NCCL + context), max over the role's ranks
   };
   std::vector<Role> roles;
+  Bytes capacity;  // what a rank may use: the GPU's, or its --memory-fraction share
 };
 
 struct SimulateSummary {

@@ -133,6 +133,19 @@ std::string format_summary(const ExecutionGraph& g, const ReplayResult& r) {
     out += '\n';
     out += format_oom_text(g, r.oom.front());
   }
+  if (r.past_oom) {
+    const PastOomReplay& p = *r.past_oom;
+    out += fmt::format(
+        "\npast the OOM: with unlimited memory the iteration takes {}; memory it needs per role "
+        "(GiB; device peak, and by how much it passes the {:.2f} GiB per GPU):\n",
+        format_ms(p.iteration_time), p.capacity.gib());
+    out += fmt::format("{:<10}{:>9}{:>9}\n", "role", "needs", "over");
+    for (std::size_t i = 0; i < p.role_needed.size() && i < g.roles.size(); ++i) {
+      const std::int64_t over = p.role_needed[i].count - p.capacity.count;
+      out += fmt::format("{:<10}{:>9.2f}{:>9}\n", g.roles[i].name, p.role_needed[i].gib(),
+                         over > 0 ? fmt::format("{:.2f}", Bytes{over}.gib()) : "-");
+    }
+  }
   return out;
 }
 

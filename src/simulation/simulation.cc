@@ -120,13 +120,33 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
   options.fold = o.fold;
   options.trace_ranks = o.trace_ranks;
   ClusterModels models(cluster, o.models);
-  return replay(g, options, models.view());
+  PRISM_ASSIGN_OR_RETURN(ReplayResult r, replay(g, options, models.view()));
+  if (o.continue_past_oom && r.outcome == ReplayResult::Outcome::kOutOfMemory) {
+    SimulationOptions unlimited = o;
+    unlimited.continue_past_oom = false;
+    unlimited.trace_ranks.clear();
+    unlimited.models.device.capacity = Bytes{0};  // no limit: what each role needs
+    unlimited.models.device.allocator.memory_fraction = 0;
+    PRISM_ASSIGN_OR_RETURN(const ReplayResult free, simulate_graph(g, cluster, unlimited));
+    PastOomReplay past;
+    past.iteration_time = free.iteration_time;
+    // What the rank may use: the GPU, or its --memory-fraction share.
+    const double fraction = o.models.device.allocator.memory_fraction;
+    past.capacity = fraction > 0
+                        ? Bytes{static_cast<std::int64_t>(
+                              static_cast<double>(o.models.device.capacity.count) * fraction)}
+                        : o.models.device.capacity;
+    for (const RoleSummary& s : free.roles) past.role_needed.push_back(s.max.peak_device);
+    r.past_oom = std::move(past);
+  }
+  return r;
 }
 
 Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions& o) {
   const ExecutionGraph& g = p.built.graph;
   const std::vector<Rank> reps = role_representatives(g);
   SimulationOptions traced = o;
+  traced.continue_past_oom = false;  // done below, with the job's summary
   traced.trace_ranks.insert(traced.trace_ranks.end(), reps.begin(), reps.end());
   std::sort(traced.trace_ranks.begin(), traced.trace_ranks.end());
   traced.trace_ranks.erase(std::unique(traced.trace_ranks.begin(), traced.trace_ranks.end()),
@@ -159,6 +179,11 @@ Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions
     past.tokens_per_s_per_gpu = free.summary.tokens_per_s_per_gpu;
     past.mfu = free.summary.mfu;
     for (const SimulateRole& r : free.summary.roles) past.roles.push_back({r.name, r.peak_device});
+    const double fraction = o.models.device.allocator.memory_fraction;
+    past.capacity = fraction > 0
+                        ? Bytes{static_cast<std::int64_t>(
+                              static_cast<double>(o.models.device.capacity.count) * fraction)}
+                        : o.models.device.capacity;
     out.summary.past_oom = std::move(past);
   }
   return out;

@@ -28,9 +28,10 @@ struct SimulationOptions {
   ModelOptions models;
   bool fold = true;               // one representative per class of identical ranks
   std::vector<Rank> trace_ranks;  // ranks whose executed ops the result's trace holds
-  // simulate_job: after an out-of-memory replay, replay again with unlimited
-  // memory and put what it needed and how long it took in the summary's
-  // past_oom (the outcome stays out of memory).
+  // After an out-of-memory replay, replay again with unlimited memory and
+  // keep what it needed and how long it took: simulate_graph in the
+  // result's past_oom, simulate_job in the summary's (the outcome stays out
+  // of memory).
   bool continue_past_oom = false;
 };
 

@@ -290,6 +290,10 @@ std::vector<Case> cases() {
       {"replay_gpt_oom",
        {"replay", kGpt, "--memory-fraction", "0.01", "--report", "{tmp}/report.json"},
        {"report.json"}},
+      {"replay_gpt_past_oom",
+       {"replay", kGpt, "--memory-fraction", "0.01", "--continue-past-oom", "--report",
+        "{tmp}/report.json"},
+       {"report.json"}},
       // Search: the default space of the small job (exact ranking), a
       // narrower one with out-of-memory configurations and every output.
       {"search_help", {"search", "--help"}},
