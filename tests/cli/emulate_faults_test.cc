@@ -4,8 +4,8 @@
 // rank and what happened (or goes on, where the design drops the fault),
 // that no process of the run is left, that the run's private directory is
 // removed and that a report asked for is not written for a failed run.
-// The cells emulate_test.cc, emulation_test.cc and the runtime tests
-// already cover are not repeated here.
+// The cells whose error lines emulate_test.cc, emulation_test.cc and the
+// runtime tests already check are checked here only for what they leave.
 //
 // Faults are timed by handshakes, not sleeps: a rank_player's
 // --after-connect command runs once its rank is connected and before its
@@ -19,10 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -36,7 +36,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::MatchesRegex;
-using ::testing::Not;
 using testing::RunResult;
 using testing::slurp;
 namespace fs = std::filesystem;
@@ -185,6 +184,30 @@ TEST_F(EmulateFaultsTest, RankKilledBeforeConnecting) {
   EXPECT_LT(seconds_, 15);  // noticed at its exit, not at --timeout
   EXPECT_FALSE(fs::exists(tmp_ + "/r.json"));
   expect_clean();
+}
+
+// The cells emulate_test.cc covers for their error lines (a rank killed
+// mid-collective, one that never connects, garbage on the private socket),
+// checked here for what they leave: nothing running, no private directory,
+// no report.
+TEST_F(EmulateFaultsTest, CoveredFaultsLeaveNothingBehind) {
+  struct Case {
+    std::vector<std::string> program;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {{kPlayer, "--die-after-ops", "5"}, "connection closed without a bye; its last op: "},
+      {{"sleep", "60"}, "error: live rank 0 did not connect within 1 s\n"},
+      {{kPlayer, "--garbage"}, "error: a peer that never said hello: "},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.program.back());
+    const RunResult r = emulate("0", c.program, {"--timeout", "1", "--report", "{tmp}/r.json"});
+    EXPECT_EQ(r.exit_status, 1);
+    EXPECT_THAT(r.err, HasSubstr(c.error));
+    EXPECT_FALSE(fs::exists(tmp_ + "/r.json"));
+    expect_clean();
+  }
 }
 
 // A rank killed during the capture of a job without a model section: the
