@@ -16,6 +16,10 @@
 //                       ops: a crashed rank, for fault tests
 //   --garbage           connect to the coordinator's Unix socket and send it
 //                       an HTTP request instead of the protocol (fault tests)
+//   --after-connect CMD run CMD with /bin/sh once connected, before the
+//                       first op, and go on when it exits 0 (fault tests:
+//                       CMD sees the rank's environment, $PPID is the
+//                       player); any other exit fails the rank
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -45,6 +49,7 @@ struct Options {
   std::string graph;
   long die_after_ops = -1;
   bool garbage = false;
+  std::string after_connect;
 };
 
 // Sends bytes that are not the protocol and waits for the coordinator to
@@ -315,8 +320,12 @@ int main(int argc, char** argv) {
       o.die_after_ops = std::atol(argv[++i]);
     } else if (std::strcmp(argv[i], "--garbage") == 0) {
       o.garbage = true;
+    } else if (std::strcmp(argv[i], "--after-connect") == 0 && i + 1 < argc) {
+      o.after_connect = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: rank_player [--graph FILE] [--die-after-ops N] [--garbage]\n");
+      std::fprintf(stderr,
+                   "usage: rank_player [--graph FILE] [--die-after-ops N] [--garbage] "
+                   "[--after-connect CMD]\n");
       return 2;
     }
   }
@@ -343,6 +352,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank_player: rank %d: %s\n", rank, prism_last_error(c));
     prism_close(c, 1);
     return 1;
+  }
+  if (!o.after_connect.empty()) {
+    std::fflush(stdout);
+    const int status = std::system(o.after_connect.c_str());
+    if (status != 0) {
+      std::fprintf(stderr, "rank_player: rank %d: --after-connect command failed (status %d)\n",
+                   rank, status);
+      prism_close(c, 1);
+      return 1;
+    }
   }
   Player p(g.value(), rank, c, o.die_after_ops);
   const bool ok = p.declare_communicators() && p.run();

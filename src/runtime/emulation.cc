@@ -288,7 +288,9 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
   if (!done.is_ok()) {
     // Interrupted, the ranks are stopped at once, not waited for.
     const Status why =
-        caught_signal() != 0 ? done.status() : done.status().with_detail(exits_text(launcher));
+        caught_signal() != 0
+            ? done.status()
+            : done.status().with_detail(exits_text(launcher, done.status().message()));
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return why;
   }

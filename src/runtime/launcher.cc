@@ -270,6 +270,9 @@ std::vector<RankExit> Launcher::wait_all(std::chrono::milliseconds timeout,
 
 std::vector<RankExit> Launcher::terminate_all(std::chrono::milliseconds grace) {
   signal_live_groups(SIGTERM);
+  // A stopped process (SIGSTOP, a debugger's) holds SIGTERM pending until
+  // it runs: it would die only at the SIGKILL, without its handlers.
+  signal_live_groups(SIGCONT);
   if (!wait_until(Clock::now() + grace, &Child::quiet)) {
     signal_live_groups(SIGKILL);
     wait_until(Clock::now() + kKillWait, &Child::done);

@@ -81,7 +81,8 @@ class Launcher {
   // rank started, in rank order, those still running as such.
   std::vector<RankExit> wait_all(std::chrono::milliseconds timeout,
                                  const std::function<bool()>& give_up = {});
-  // SIGTERM to every rank's process group, SIGKILL after `grace` to those
+  // SIGTERM to every rank's process group (and SIGCONT, so that a stopped
+  // process gets it), SIGKILL after `grace` to those
   // left (then waits up to 10 s for them to be reaped: a process releasing a
   // GPU can take that long); returns every rank as wait_all does.
   std::vector<RankExit> terminate_all(std::chrono::milliseconds grace);

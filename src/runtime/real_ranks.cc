@@ -118,11 +118,12 @@ Status early_end(const RendezvousStore& store, Launcher& launcher,
   return Status::ok();
 }
 
-std::string exits_text(Launcher& launcher) {
+std::string exits_text(Launcher& launcher, std::string_view said) {
   std::string s;
   for (const RankExit& e : launcher.wait_all(std::chrono::milliseconds(2000))) {
     if (e.running() || (e.how == RankExit::How::kExited && e.code == 0)) continue;
-    s += fmt::format("; rank {} (pid {}) {}", e.rank, e.pid, e.describe());
+    const std::string exit = fmt::format("rank {} (pid {}) {}", e.rank, e.pid, e.describe());
+    if (said.find(exit) == std::string_view::npos) s += "; " + exit;
   }
   return s;
 }

@@ -68,7 +68,8 @@ Status early_end(const RendezvousStore& store, Launcher& launcher,
                  const std::function<bool(Rank)>& connected, std::string_view who);
 
 // What the launcher knows of the real ranks' processes that failed, for an
-// error: "; rank 3 (pid 123) killed by signal 9 (SIGKILL)" per rank.
-std::string exits_text(Launcher& launcher);
+// error: "; rank 3 (pid 123) killed by signal 9 (SIGKILL)" per rank, but
+// for those the error already `said` (early_end's).
+std::string exits_text(Launcher& launcher, std::string_view said);
 
 }  // namespace prism::runtime

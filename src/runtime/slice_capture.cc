@@ -49,8 +49,13 @@ Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
         *store, launcher, [&](Rank) { return capture.connected(); }, "captured");
   });
   if (!done.is_ok()) {
+    // How the rank's process ended, as the emulation says it.
+    const Status why =
+        stopped || caught_signal() != 0
+            ? done.status()
+            : done.status().with_detail(exits_text(launcher, done.status().message()));
     launcher.terminate_all(std::chrono::milliseconds(2000));
-    return done.status().with_context(fmt::format("the capture of rank {}", rank));
+    return why.with_context(fmt::format("the capture of rank {}", rank));
   }
   for (const RankExit& e :
        launcher.wait_all(run.env.timeout(), [] { return caught_signal() != 0; })) {

@@ -306,6 +306,31 @@ TEST(LauncherTest, TerminateAllKillsWhatIgnoresSigterm) {
   EXPECT_EQ(exits[0].describe(), "killed by signal 9 (SIGKILL)");
 }
 
+// A rank stopped by SIGSTOP gets the SIGTERM too (it is continued), instead
+// of holding it pending until the SIGKILL after the grace.
+TEST(LauncherTest, TerminateAllEndsAStoppedRankWithSigterm) {
+  Collector out;
+  Launcher launcher(out.sink());
+  ASSERT_TRUE(launcher.start(0, sh("echo stopping; kill -STOP $$; sleep 100"), {}).is_ok());
+  ASSERT_EQ(out.first_line(0), "stopping");
+  const pid_t pid = launcher.pid(0);
+  // The shell stops itself right after the line: wait until it has.
+  bool stopped = false;
+  for (auto end = Clock::now() + kLong; !stopped && Clock::now() < end;) {
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string field;
+    stat >> field >> field >> field;  // pid (comm) state
+    stopped = field == "T";
+    if (!stopped) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(stopped);
+  auto t0 = Clock::now();
+  std::vector<RankExit> exits = launcher.terminate_all(kLong);
+  EXPECT_LT(Clock::now() - t0, kLong / 2);  // no wait for the grace
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].describe(), "killed by signal 15 (SIGTERM)");
+}
+
 TEST(LauncherTest, DestructorStopsWhatIsLeft) {
   Collector out;
   pid_t pid = -1;
