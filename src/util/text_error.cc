@@ -1,9 +1,9 @@
 #include "util/text_error.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace prism {
 
@@ -25,6 +25,46 @@ Status text_error_at(std::string_view text, std::string_view source, std::size_t
   return Status::invalid_argument(message);
 }
 
+std::optional<std::size_t> first_bad_text_byte(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return i;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // Lead byte: how many continuation bytes, and the smallest code point
+    // (no overlong forms), no surrogates, nothing past U+10FFFF.
+    int n = 0;
+    std::uint32_t cp = 0, min = 0;
+    if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+      min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+      min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+      min = 0x10000;
+    } else {
+      return i;
+    }
+    if (i + static_cast<std::size_t>(n) >= s.size()) return i;  // cut short
+    for (int k = 1; k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
+      if ((cc & 0xc0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += static_cast<std::size_t>(n) + 1;
+  }
+  return std::nullopt;
+}
+
 Status json_syntax_error(std::string_view text, std::string_view source, std::size_t byte,
                          std::string_view what) {
   std::string_view tail = what;
@@ -35,24 +75,27 @@ Status json_syntax_error(std::string_view text, std::string_view source, std::si
     words = "the text ends before the JSON value is complete";
   } else {
     const auto c = static_cast<unsigned char>(text[byte - 1]);
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(c));
     if (c < 0x20 || c == 0x7f)
-      words = fmt::format("control byte 0x{:02x} (escape it inside a string)", c);
+      words = std::string("control byte ") + hex + " (escape it inside a string)";
     else if (c >= 0x80)
-      words = fmt::format("ill-formed UTF-8 (byte 0x{:02x})", c);
+      words = std::string("ill-formed UTF-8 (byte ") + hex + ")";
     else
-      words = fmt::format("unexpected '{}'", static_cast<char>(c));
+      words = std::string("unexpected '") + static_cast<char>(c) + "'";
   }
   return text_error_at(text, source, byte, ": malformed JSON: " + words);
 }
 
 Status json_value_error(std::string_view source, int id, std::string_view what) {
   if (id == 406)
-    return Status::invalid_argument(fmt::format(
-        "{}: malformed JSON: a number outside the range of a double (such as 1e400)", source));
+    return Status::invalid_argument(
+        std::string(source) +
+        ": malformed JSON: a number outside the range of a double (such as 1e400)");
   if (what.starts_with("[json.exception.")) {
     if (std::size_t p = what.find("] "); p != std::string_view::npos) what = what.substr(p + 2);
   }
-  return Status::invalid_argument(fmt::format("{}: malformed JSON: {}", source, what));
+  return Status::invalid_argument(std::string(source) + ": malformed JSON: " + std::string(what));
 }
 
 }  // namespace prism

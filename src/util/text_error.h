@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string_view>
 
 #include "util/status.h"
@@ -15,6 +16,11 @@ namespace prism {
 // line 1, column 2: ") is dropped.
 Status text_error_at(std::string_view text, std::string_view source, std::size_t byte,
                      std::string_view what);
+
+// The index of the first byte of `s` that is not well-formed UTF-8 or is a
+// control character (below 0x20, or 0x7f); nullopt when there is none. For
+// names that end up in reports (JSON, which must be UTF-8) and terminals.
+std::optional<std::size_t> first_bad_text_byte(std::string_view s);
 
 // A JSON parser's failure at `byte` (as text_error_at) in PrismLLM's words:
 // "<source>:<line>:<col>: malformed JSON: <what is there>" ("the text ends

@@ -16,6 +16,7 @@
 #include "net/cluster_yaml.h"
 #include "net/yaml_read.h"
 #include "util/file.h"
+#include "util/text_error.h"
 
 namespace prism {
 namespace {
@@ -226,6 +227,14 @@ class JobParser {
       locs_[key] = place(key, v.Mark());
       if (key == "name") {
         PRISM_RETURN_IF_ERROR(set_value(key, v, &job.name));
+        // Reports are JSON (UTF-8) and the name is printed: refused here,
+        // not after the simulation.
+        if (const auto bad = first_bad_text_byte(job.name)) {
+          return error(v.Mark(), key,
+                       fmt::format("byte {} (0x{:02x}) is not UTF-8 text or is a control "
+                                   "character",
+                                   *bad + 1, static_cast<unsigned char>(job.name[*bad])));
+        }
       } else if (key == "model") {
         PRISM_RETURN_IF_ERROR(parse_model(v, &job.model));
         have_model = true;

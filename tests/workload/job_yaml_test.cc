@@ -191,6 +191,27 @@ TEST(JobYaml, OverrideErrorsNameTheOverride) {
             "--set model.num_layers=[1: malformed valu");
 }
 
+// A name goes into JSON reports and terminals: ill-formed UTF-8 or a control
+// character is refused at load, naming the byte (issue 26: found only after
+// the whole simulation, in a library's words).
+TEST(JobYaml, ANameMustBeText) {
+  std::string text = kBase;
+  text.replace(text.find("name: t"), 7, "name: \"bad\xffname\"");
+  EXPECT_EQ(error_of(text),
+            "job.yaml:1:7: name: byte 4 (0xff) is not UTF-8 text or is a control "
+            "character");
+  text = kBase;
+  text.replace(text.find("name: t"), 7, "name: \"tab\\there\"");
+  EXPECT_EQ(error_of(text),
+            "job.yaml:1:7: name: byte 4 (0x09) is not UTF-8 text or is a control "
+            "character");
+  text = kBase;
+  text.replace(text.find("name: t"), 7,
+               "name: \"gr\xc3\xbc\xc3\x9f"
+               "e\"");  // UTF-8 is fine
+  EXPECT_EQ(error_of(text), "(parsed)");
+}
+
 TEST(JobYaml, ErrorsNameFileLineAndColumn) {
   EXPECT_EQ(error_of("model: {preset: llama2-7b}\ncluster: {preset: dgx-h100, num_gpus: 8}\n"
                      "optimizer: {lr: 1}\n"),
