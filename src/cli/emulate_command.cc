@@ -105,6 +105,7 @@ Result<int> EmulateCommand::run() const {
   o.job = job_;
   o.memory = memory_;
   o.trace_ranks = output_.trace_ranks;
+  PRISM_ASSIGN_OR_RETURN(o.trace_level, output_.level());
   o.report_path = output_.report_path;
   o.trace_path = output_.trace_path;
   o.fold = fold_.fold();

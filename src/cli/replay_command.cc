@@ -111,6 +111,8 @@ Result<int> ReplayCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(options.models.nccl, nccl_.selection());
 
   PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--report", "--trace"}, graph_path_, "graph"));
+  TraceOptions trace;
+  PRISM_ASSIGN_OR_RETURN(trace.level, output_.level());
 
   progress(fmt::format("loading {}...", graph_path_));
   PRISM_ASSIGN_OR_RETURN(ExecutionGraph g, load_graph(graph_path_));
@@ -135,7 +137,7 @@ Result<int> ReplayCommand::run() const {
   if (!output_.report_path.empty())
     outputs.emplace_back(output_.report_path, format_report_json(g, result));
   if (!output_.trace_path.empty())
-    outputs.emplace_back(output_.trace_path, format_chrome_trace(g, result));
+    outputs.emplace_back(output_.trace_path, format_chrome_trace(g, result, {}, trace));
   PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   switch (result.outcome) {
     case ReplayResult::Outcome::kDeadlock:

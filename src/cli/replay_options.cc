@@ -10,6 +10,12 @@ void OutputOptions::add_to(CLI::App* app, const std::string& trace_help,
   CLI::Option* trace = app->add_option("--trace", trace_path, trace_help);
   trace->type_name("FILE");
   app->add_option("--trace-ranks", trace_ranks, trace_ranks_help)->type_name("LIST")->needs(trace);
+  app->add_option("--trace-level", trace_level,
+                  "Trace detail: ops (every op), phases (each stream's ops between two markers as "
+                  "one slice) or iterations (iteration spans and memory only)")
+      ->type_name("LEVEL")
+      ->capture_default_str()
+      ->needs(trace);
 }
 
 void FoldOption::add_to(CLI::App* app, const std::string& help) {

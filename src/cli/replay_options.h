@@ -1,12 +1,13 @@
 // The option blocks that `prism simulate`, `replay` and `emulate` share,
 // each registered by every command the same way, with the same meaning:
-// the output files (--report, --trace, --trace-ranks), folding (--no-fold)
+// the output files (--report, --trace, --trace-ranks, --trace-level), folding (--no-fold)
 // and the NCCL selection (--nccl-algo, --nccl-proto).
 #pragma once
 
 #include <string>
 
 #include "net/nccl_tuner.h"
+#include "report/chrome_trace.h"
 #include "util/status.h"
 
 namespace CLI {
@@ -19,13 +20,18 @@ struct OutputOptions {
   std::string report_path;
   std::string trace_path;
   std::string trace_ranks;
+  std::string trace_level = "phases";
 
-  // Registers --report, --trace and --trace-ranks (which needs --trace);
+  // Registers --report, --trace, --trace-ranks and --trace-level (which
+  // need --trace);
   // the help texts say which ranks the command traces.
   void add_to(
       CLI::App* app,
       const std::string& trace_help = "Write a Chrome/Perfetto trace of the traced ranks to FILE",
       const std::string& trace_ranks_help = "Ranks to trace, e.g. 0,17 or 0-3,17 (default: 0)");
+  // --trace-level, parsed (report/chrome_trace.h): an unknown level is an
+  // error naming the option and the valid levels.
+  Result<TraceLevel> level() const { return parse_trace_level(trace_level); }
 };
 
 struct FoldOption {

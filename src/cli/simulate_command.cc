@@ -62,6 +62,8 @@ Result<int> SimulateCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(options.models.nccl, nccl_.selection());
   PRISM_RETURN_IF_ERROR(
       check_output_files(*app_, {"--report", "--trace", "--kernels"}, job_.job_path, "job spec"));
+  TraceOptions trace;
+  PRISM_ASSIGN_OR_RETURN(trace.level, output_.level());
   PRISM_ASSIGN_OR_RETURN(const PreparedJob p, prepare_job(job_));
   const ExecutionGraph& g = p.built.graph;
   PRISM_ASSIGN_OR_RETURN(options.models.device, memory_.device(p.gpu.name));
@@ -83,7 +85,7 @@ Result<int> SimulateCommand::run() const {
   if (!output_.report_path.empty())
     outputs.emplace_back(output_.report_path, format_simulate_json(sim.summary));
   if (!output_.trace_path.empty())
-    outputs.emplace_back(output_.trace_path, format_chrome_trace(g, sim.replay));
+    outputs.emplace_back(output_.trace_path, format_chrome_trace(g, sim.replay, {}, trace));
   if (!kernels_path_.empty()) outputs.emplace_back(kernels_path_, kernels_csv(p));
   PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   return sim.replay.outcome == ReplayResult::Outcome::kOutOfMemory ? kExitOutOfMemory : 0;

@@ -1,6 +1,8 @@
 #include "report/chrome_trace.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -35,18 +37,43 @@ Json metadata(const char* what, Rank pid, int tid, Json args) {
   return Json{{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
 }
 
-// Process and thread names of every traced rank, by rank then stream.
-void append_metadata(const ExecutionGraph& g, const std::vector<Rank>& ranks, EventWriter* out) {
+// The threads of a traced rank past its streams.
+struct Tracks {
+  int events = 0;      // zero-length ops
+  int iterations = 0;  // iteration spans
+  int host = 0;        // a real rank's reported compute and waits
+};
+
+Tracks tracks_of(const Role& role) {
+  const int s = static_cast<int>(role.streams.size());
+  return Tracks{s, s + 1, s + 2};
+}
+
+void add_thread(Rank rank, int tid, const std::string& name, EventWriter* out) {
+  out->add(metadata("thread_name", rank, tid, Json{{"name", name}}));
+  out->add(metadata("thread_sort_index", rank, tid, Json{{"sort_index", tid}}));
+}
+
+// Process and thread names of every traced rank, by rank then thread.
+void append_metadata(const ExecutionGraph& g, const std::vector<Rank>& ranks,
+                     const std::vector<Rank>& with_host, const TraceOptions& o, EventWriter* out) {
   for (Rank rank : ranks) {
     const Role& role = g.roles[g.role_of_rank[rank]];
-    const std::string name = fmt::format("rank {} ({})", rank, role.name);
+    const bool real = std::binary_search(o.real_ranks.begin(), o.real_ranks.end(), rank);
+    const char* kind = real ? "real" : "virtual";
+    const std::string name = fmt::format("rank {} ({}, {})", rank, role.name, kind);
     out->add(metadata("process_name", rank, 0, Json{{"name", name}}));
+    out->add(metadata("process_labels", rank, 0, Json{{"labels", kind}}));
     out->add(metadata("process_sort_index", rank, 0, Json{{"sort_index", rank}}));
-    for (std::size_t s = 0; s < role.streams.size(); ++s) {
-      const int tid = static_cast<int>(s);
-      out->add(metadata("thread_name", rank, tid, Json{{"name", role.streams[s]}}));
-      out->add(metadata("thread_sort_index", rank, tid, Json{{"sort_index", tid}}));
+    const Tracks t = tracks_of(role);
+    if (o.level != TraceLevel::kIterations) {
+      for (std::size_t s = 0; s < role.streams.size(); ++s)
+        add_thread(rank, static_cast<int>(s), role.streams[s], out);
     }
+    if (o.level == TraceLevel::kOps) add_thread(rank, t.events, "events", out);
+    add_thread(rank, t.iterations, "iterations", out);
+    if (std::binary_search(with_host.begin(), with_host.end(), rank))
+      add_thread(rank, t.host, "host", out);
   }
 }
 
@@ -108,61 +135,276 @@ Json op_args(const ExecutionGraph& g, const Role& role, const TraceRecord& rec) 
   return args;
 }
 
+std::string event_name(const Role& role, const Op& op) {
+  if (op.kind == OpKind::kMarker) {
+    if (op.name == kNone) return fmt::format("{} {}", to_string(op.marker), op.arg);
+    return fmt::format("{} {}", op_label(role, op), op.arg);
+  }
+  return std::string(op_label(role, op));
+}
+
+// An op with a duration: a slice on its stream's thread. A zero-length one
+// (alloc, free, event, marker): an instant event on the rank's events thread.
 Json trace_event(const ExecutionGraph& g, const TraceRecord& rec) {
   const Role& role = g.roles[rec.role];
   const Op& op = role.ops[rec.op];
-  std::string name(op_label(role, op));
-  if (op.kind == OpKind::kMarker && op.name == kNone)
-    name = fmt::format("{} {}", to_string(op.marker), op.arg);
-  Json e{{"name", std::move(name)}, {"cat", to_string(op.kind)}};
-  if (op.kind == OpKind::kMarker) {
+  Json e{{"name", event_name(role, op)}, {"cat", to_string(op.kind)}};
+  Json args = op_args(g, role, rec);
+  int tid = rec.stream;
+  if (rec.end == rec.start) {
     e["ph"] = "i";
-    e["s"] = "t";  // scoped to the stream's thread
+    e["s"] = "t";  // scoped to the events thread
     e["ts"] = to_micros(rec.start);
+    tid = tracks_of(role).events;
+    args["stream"] = role.streams[rec.stream];
   } else {
     e["ph"] = "X";
     e["ts"] = to_micros(rec.start);
     e["dur"] = to_micros(rec.end - rec.start);
   }
   e["pid"] = rec.rank;
-  e["tid"] = rec.stream;
-  e["args"] = op_args(g, role, rec);
+  e["tid"] = tid;
+  e["args"] = std::move(args);
   return e;
+}
+
+Json slice(std::string name, const char* cat, SimTime start, SimTime end, Rank pid, int tid,
+           Json args) {
+  return Json{
+      {"name", std::move(name)},       {"cat", cat}, {"ph", "X"},  {"ts", to_micros(start)},
+      {"dur", to_micros(end - start)}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
+}
+
+// One stream's ops within one segment of a rank's timeline (between two of
+// its markers).
+struct Segment {
+  int ops = 0;
+  std::int32_t first_op = 0, last_op = 0;
+  SimTime start, end;
+  SimTime compute, communication, wait;  // time in compute ops, in communication ops, waiting
+};
+
+// The phases level of one rank's records: the rank's markers (iteration,
+// micro-batch, phase) cut its timeline into segments; each stream's ops in a
+// segment become one slice named after the marker that began it.
+void append_phases(const ExecutionGraph& g, const TraceRecord* begin, const TraceRecord* end,
+                   EventWriter* out) {
+  const Role& role = g.roles[begin->role];
+  std::vector<Segment> open(role.streams.size());
+  std::string label = "start";
+  auto flush = [&] {
+    for (std::size_t s = 0; s < open.size(); ++s) {
+      Segment& seg = open[s];
+      if (seg.ops == 0) continue;
+      out->add(slice(label, "phase", seg.start, seg.end, begin->rank, static_cast<int>(s),
+                     Json{{"ops", seg.ops},
+                          {"first_op", seg.first_op},
+                          {"last_op", seg.last_op},
+                          {"compute_us", to_micros(seg.compute)},
+                          {"communication_us", to_micros(seg.communication)},
+                          {"wait_us", to_micros(seg.wait)}}));
+      seg = Segment{};
+    }
+  };
+  for (const TraceRecord* rec = begin; rec != end; ++rec) {
+    const Op& op = role.ops[rec->op];
+    if (op.kind == OpKind::kMarker) {
+      flush();
+      label = event_name(role, op);
+      continue;
+    }
+    if (rec->end == rec->start) continue;
+    Segment& seg = open[rec->stream];
+    if (seg.ops == 0) {
+      seg.first_op = rec->op;
+      seg.start = rec->start;
+    }
+    ++seg.ops;
+    seg.last_op = rec->op;
+    seg.end = std::max(seg.end, rec->end);
+    if (op.kind == OpKind::kCompute) {
+      seg.compute += rec->end - rec->start;
+    } else if (is_communication(op.kind)) {
+      seg.wait += rec->transfer_start - rec->start;
+      seg.communication += rec->end - rec->transfer_start;
+    } else {
+      seg.wait += rec->end - rec->start;  // an event wait
+    }
+  }
+  flush();
+}
+
+// One span "iteration N" per iteration of a rank: from its iteration marker
+// to the next one, its iteration-end marker or the rank's last op's end.
+void append_iterations(const ExecutionGraph& g, const TraceRecord* begin, const TraceRecord* end,
+                       SimTime rank_end, EventWriter* out) {
+  const Role& role = g.roles[begin->role];
+  const int tid = tracks_of(role).iterations;
+  bool open = false;
+  std::int32_t index = 0;
+  SimTime since;
+  auto close = [&](SimTime at) {
+    if (!open) return;
+    out->add(slice(fmt::format("iteration {}", index), "iteration", since, at, begin->rank, tid,
+                   Json{{"index", index}}));
+    open = false;
+  };
+  for (const TraceRecord* rec = begin; rec != end; ++rec) {
+    const Op& op = role.ops[rec->op];
+    if (op.kind != OpKind::kMarker) continue;
+    if (op.marker == MarkerKind::kIteration) {
+      close(rec->start);
+      open = true;
+      index = op.arg;
+      since = rec->start;
+    } else if (op.marker == MarkerKind::kIterationEnd) {
+      close(rec->start);
+    }
+  }
+  close(rank_end);
+}
+
+// A real rank's host thread: the compute it reported (overlapping intervals
+// merged) and the waits between, up to `rank_end`.
+void append_host(Rank rank, int tid, std::vector<std::pair<SimTime, SimTime>> computed,
+                 SimTime rank_end, EventWriter* out) {
+  std::sort(computed.begin(), computed.end());
+  SimTime at;
+  std::size_t i = 0;
+  while (i < computed.size()) {
+    SimTime start = computed[i].first, end = computed[i].second;
+    int count = 0;
+    for (; i < computed.size() && computed[i].first <= end; ++i, ++count)
+      end = std::max(end, computed[i].second);
+    if (start > at) out->add(slice("wait", "wait", at, start, rank, tid, Json::object()));
+    out->add(slice("compute", "compute", start, end, rank, tid, Json{{"intervals", count}}));
+    at = end;
+  }
+  if (rank_end > at) out->add(slice("wait", "wait", at, rank_end, rank, tid, Json::object()));
+}
+
+// Bytes as MiB, rounded to a thousandth (about a KiB).
+double mib(Bytes b) {
+  return std::round(static_cast<double>(b.count) / (1 << 20) * 1000.0) / 1000.0;
 }
 
 }  // namespace
 
+Result<TraceLevel> parse_trace_level(std::string_view text) {
+  for (TraceLevel l : {TraceLevel::kOps, TraceLevel::kPhases, TraceLevel::kIterations})
+    if (text == to_string(l)) return l;
+  return Status::invalid_argument(fmt::format(
+      "--trace-level: unknown level '{}': valid levels are ops, phases and iterations", text));
+}
+
+std::string_view to_string(TraceLevel level) {
+  switch (level) {
+    case TraceLevel::kOps:
+      return "ops";
+    case TraceLevel::kPhases:
+      return "phases";
+    case TraceLevel::kIterations:
+      return "iterations";
+  }
+  return "ops";
+}
+
 std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r,
-                                const std::vector<MeasuredSlice>& measured) {
+                                const std::vector<MeasuredSlice>& measured,
+                                const TraceOptions& options) {
   std::vector<Rank> ranks;
   for (const TraceRecord& rec : r.trace) ranks.push_back(rec.rank);
   for (const MeasuredSlice& m : measured) ranks.push_back(m.rank);
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  // Real ranks with reported compute get a host thread.
+  std::vector<Rank> with_host;
+  if (options.level != TraceLevel::kIterations) {
+    for (const MeasuredSlice& m : measured)
+      if (std::binary_search(options.real_ranks.begin(), options.real_ranks.end(), m.rank))
+        with_host.push_back(m.rank);
+    std::sort(with_host.begin(), with_host.end());
+    with_host.erase(std::unique(with_host.begin(), with_host.end()), with_host.end());
+  }
 
   EventWriter out;
-  append_metadata(g, ranks, &out);
-  for (const TraceRecord& rec : r.trace) out.add(trace_event(g, rec));
-  for (const MeasuredSlice& m : measured) {
-    out.add(Json{{"name", m.name},
-                 {"cat", "compute"},
-                 {"ph", "X"},
-                 {"ts", to_micros(m.start)},
-                 {"dur", to_micros(m.end - m.start)},
-                 {"pid", m.rank},
-                 {"tid", m.stream},
-                 {"args", Json{{"measured", true}}}});
+  append_metadata(g, ranks, with_host, options, &out);
+  // Records are sorted by rank: one rank's at a time.
+  const TraceRecord* const all = r.trace.data();
+  for (std::size_t b = 0, e = 0; b < r.trace.size(); b = e) {
+    SimTime rank_end;
+    for (e = b; e < r.trace.size() && r.trace[e].rank == r.trace[b].rank; ++e)
+      rank_end = std::max(rank_end, r.trace[e].end);
+    for (const MeasuredSlice& m : measured)
+      if (m.rank == r.trace[b].rank) rank_end = std::max(rank_end, m.end);
+    switch (options.level) {
+      case TraceLevel::kOps:
+        for (std::size_t i = b; i < e; ++i) out.add(trace_event(g, r.trace[i]));
+        break;
+      case TraceLevel::kPhases:
+        append_phases(g, all + b, all + e, &out);
+        break;
+      case TraceLevel::kIterations:
+        break;
+    }
+    append_iterations(g, all + b, all + e, rank_end, &out);
   }
-  // Memory counters of the same ranks: one track per rank, bytes.
-  for (const MemorySample& m : r.memory_trace) {
-    if (!std::binary_search(ranks.begin(), ranks.end(), m.rank)) continue;
-    out.add(Json{{"name", "memory"},
-                 {"ph", "C"},
-                 {"ts", to_micros(m.at)},
-                 {"pid", m.rank},
-                 {"args", Json{{"allocated", m.allocated.count},
-                               {"reserved", m.reserved.count},
-                               {"device", m.device.count}}}});
+  if (options.level != TraceLevel::kIterations) {
+    for (const MeasuredSlice& m : measured) {
+      out.add(slice(m.name, "compute", m.start, m.end, m.rank, m.stream, Json{{"measured", true}}));
+    }
+    for (Rank rank : with_host) {
+      std::vector<std::pair<SimTime, SimTime>> computed;
+      SimTime rank_end;
+      for (const MeasuredSlice& m : measured) {
+        if (m.rank != rank) continue;
+        computed.emplace_back(m.start, m.end);
+        rank_end = std::max(rank_end, m.end);
+      }
+      for (const TraceRecord& rec : r.trace)
+        if (rec.rank == rank) rank_end = std::max(rank_end, rec.end);
+      const Role& role = g.roles[g.role_of_rank[rank]];
+      append_host(rank, tracks_of(role).host, std::move(computed), rank_end, &out);
+    }
+  }
+  // Memory counters of the same ranks: one track per rank, MiB. Below the
+  // ops level, per segment between two markers of the rank, only its first
+  // sample, its highest (allocated) and its last.
+  for (std::size_t b = 0, e = 0; b < r.memory_trace.size(); b = e) {
+    const Rank rank = r.memory_trace[b].rank;
+    for (e = b; e < r.memory_trace.size() && r.memory_trace[e].rank == rank; ++e) {
+    }
+    if (!std::binary_search(ranks.begin(), ranks.end(), rank)) continue;
+    std::vector<std::size_t> kept;
+    if (options.level == TraceLevel::kOps) {
+      for (std::size_t i = b; i < e; ++i) kept.push_back(i);
+    } else {
+      std::vector<SimTime> cuts;  // the rank's marker times
+      for (const TraceRecord& rec : r.trace)
+        if (rec.rank == rank && g.roles[rec.role].ops[rec.op].kind == OpKind::kMarker)
+          cuts.push_back(rec.start);
+      std::size_t i = b;
+      for (std::size_t c = 0; i < e; ++c) {
+        // Samples before cut c (all that remain after the last cut).
+        std::size_t j = i, peak = i;
+        for (; j < e && (c >= cuts.size() || r.memory_trace[j].at < cuts[c]); ++j)
+          if (r.memory_trace[j].allocated > r.memory_trace[peak].allocated) peak = j;
+        if (j == i) continue;
+        for (std::size_t k : {i, peak, j - 1})
+          if (kept.empty() || k > kept.back()) kept.push_back(k);
+        i = j;
+      }
+    }
+    for (std::size_t i : kept) {
+      const MemorySample& m = r.memory_trace[i];
+      out.add(Json{{"name", "memory (MiB)"},
+                   {"ph", "C"},
+                   {"ts", to_micros(m.at)},
+                   {"pid", m.rank},
+                   {"args", Json{{"allocated", mib(m.allocated)},
+                                 {"reserved", mib(m.reserved)},
+                                 {"device", mib(m.device)}}}});
+    }
   }
   return std::move(out).finish();
 }

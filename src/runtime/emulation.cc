@@ -317,8 +317,10 @@ Status Emulation::write_outputs(const EmulationResult& r) const {
   if (!options_.report_path.empty())
     outputs.emplace_back(options_.report_path, format_emulate_json(s));
   if (!options_.trace_path.empty()) {
-    outputs.emplace_back(options_.trace_path,
-                         format_chrome_trace(*graph_, s.emulated.replay, s.emulated.computed));
+    // The real ranks labelled real, with their host threads filled.
+    TraceOptions trace{options_.trace_level, real_};
+    outputs.emplace_back(options_.trace_path, format_chrome_trace(*graph_, s.emulated.replay,
+                                                                  s.emulated.computed, trace));
   }
   PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   if (!options_.capture_dir.empty()) {

@@ -21,6 +21,7 @@
 
 #include "graph/graph.h"
 #include "net/nccl_tuner.h"
+#include "report/chrome_trace.h"
 #include "runtime/coordinator.h"
 #include "runtime/emulate_report.h"
 #include "runtime/real_ranks.h"
@@ -41,6 +42,7 @@ struct EmulationOptions {
   std::string trace_ranks;           // virtual ranks traced besides the real ones
   std::string report_path;           // each output: none when empty
   std::string trace_path;
+  TraceLevel trace_level = kDefaultTraceLevel;
   std::string capture_dir;      // each real rank's capture, DIR/rank<N>.json
   std::string save_graph_path;  // the graph emulated against
   std::string listen;           // tcp:HOST:PORT or unix:PATH; empty: a private Unix socket

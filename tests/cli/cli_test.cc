@@ -170,10 +170,14 @@ std::vector<Case> cases() {
         "1M", "-e", "64M", "-f", "8", "-d", "bf16"}},
       {"replay_gpt_files",
        {"replay", kGpt, "--report", "{tmp}/report.json", "--trace", "{tmp}/trace.json",
-        "--trace-ranks", "0,4-5"},
+        "--trace-ranks", "0,4-5", "--trace-level", "ops"},
        {"report.json", "trace.json"}},
       {"replay_gpt_trace_default_rank",
        {"replay", kGpt, "--trace", "{tmp}/trace.json"},
+       {"trace.json"}},
+      {"replay_gpt_trace_iterations",
+       {"replay", kGpt, "--trace", "{tmp}/trace.json", "--trace-ranks", "0,4", "--trace-level",
+        "iterations"},
        {"trace.json"}},
       {"replay_deadlock", {"replay", kDeadlock, "--report", "{tmp}/report.json"}, {"report.json"}},
       {"validate_gpt", {"validate", kGpt}},
@@ -204,6 +208,9 @@ std::vector<Case> cases() {
        {"replay", kGpt, "--trace", "{tmp}/t.json", "--trace-ranks", "1,1"}},
       {"error_trace_ranks_empty", {"replay", kGpt, "--trace", "{tmp}/t.json", "--trace-ranks", ""}},
       {"error_trace_ranks_without_trace", {"replay", kGpt, "--trace-ranks", "0"}},
+      {"error_trace_level_unknown",
+       {"replay", kGpt, "--trace", "{tmp}/t.json", "--trace-level", "layers"}},
+      {"error_trace_level_without_trace", {"replay", kGpt, "--trace-level", "ops"}},
       {"error_replay_unknown_cluster", {"replay", kGpt, "--cluster", "dgx-z9"}},
       {"error_replay_cluster_nodes_too_small",
        {"replay", kGpt, "--cluster", "tests/cli/data/cluster_two_gpus.yaml"}},
@@ -389,6 +396,8 @@ std::vector<Case> cases() {
        {"simulate", kJob, "--no-kernel-db", "--trace", "{tmp}/t.json", "--trace-ranks", "0,16"}},
       {"error_simulate_trace_ranks_without_trace",
        {"simulate", kJob, "--no-kernel-db", "--trace-ranks", "0"}},
+      {"error_simulate_trace_level_unknown",
+       {"simulate", kJob, "--no-kernel-db", "--trace", "{tmp}/t.json", "--trace-level", "op"}},
       {"error_simulate_report_empty", {"simulate", kJob, "--no-kernel-db", "--report", ""}},
       {"error_simulate_trace_empty", {"simulate", kJob, "--no-kernel-db", "--trace", ""}},
       {"error_simulate_kernels_empty", {"simulate", kJob, "--no-kernel-db", "--kernels", ""}},
@@ -501,6 +510,29 @@ TEST_F(CliDeterminismTest, RepeatedAndFoldedRunsAgree) {
   EXPECT_NE(reports[0], reports[2]);  // they do differ in how they ran
   EXPECT_EQ(without_run_fields(reports[0]), without_run_fields(reports[2]));
   EXPECT_EQ(traces[0], traces[2]);
+}
+
+// Issue 25: at the default --trace-level a trace of 4 ranks of the 70B job
+// (1,024 GPUs) stays within 10 MB (docs/benchmarks.md has the figures of
+// each level), and is the same twice.
+TEST_F(CliDeterminismTest, TraceOfFourRanksOfThe70BJobFitsTenMegabytes) {
+  std::vector<std::string> traces;
+  for (const char* tag : {"a", "b"}) {
+    const RunResult r = run_prism({"simulate", "bench/jobs/llama3.1-70b-1024.yaml", "--trace",
+                                   std::string("{tmp}/t") + tag, "--trace-ranks", "0,1,2,3"},
+                                  tmp_);
+    ASSERT_EQ(r.exit_status, 0) << r.err;
+    traces.push_back(slurp(fs::path(tmp_) / (std::string("t") + tag)));
+  }
+  EXPECT_EQ(traces[0], traces[1]);
+  const std::size_t bytes = traces[0].size();
+  RecordProperty("trace_bytes", std::to_string(bytes));
+  EXPECT_LE(bytes, 10'000'000u);
+  EXPECT_GT(bytes, 100'000u);  // it holds the 4 ranks' phases, not nothing
+  for (const char* rank : {"rank 0 (", "rank 1 (", "rank 2 (", "rank 3 ("})
+    EXPECT_NE(traces[0].find(rank), std::string::npos) << rank;
+  EXPECT_NE(traces[0].find(R"("cat":"phase")"), std::string::npos);
+  EXPECT_NE(traces[0].find(R"("name":"iteration 0","cat":"iteration")"), std::string::npos);
 }
 
 // A graph built from a job replays on the job's own cluster: `prism replay`

@@ -87,11 +87,16 @@ TEST_F(EmulateTest, RealRanksPlayTheirPartAndGetTheReplayedTime) {
   EXPECT_EQ(j["real_ranks"][0]["ops"], 99);  // its communication ops in the graph
 
   const std::string trace = slurp(fs::path(tmp_) / "t.json");
-  EXPECT_THAT(trace, HasSubstr(R"x("name":"rank 0 (stage0)")x"));
-  EXPECT_THAT(trace, HasSubstr(R"x("name":"rank 15 (stage1)")x"));
-  // The real ranks' measured compute beside their communication.
+  EXPECT_THAT(trace, HasSubstr(R"x("name":"rank 0 (stage0, real)")x"));
+  EXPECT_THAT(trace, HasSubstr(R"x("name":"rank 15 (stage1, real)")x"));
+  EXPECT_THAT(trace, HasSubstr(R"x("args":{"labels":"real"})x"));
+  // The real ranks' measured compute beside their communication, and their
+  // host threads filled with it and the waits between.
   EXPECT_THAT(trace, HasSubstr(R"("cat":"compute","ph":"X")"));
   EXPECT_THAT(trace, HasSubstr(R"("args":{"measured":true})"));
+  EXPECT_THAT(trace, HasSubstr(R"("args":{"name":"host"})"));
+  EXPECT_THAT(trace, HasSubstr(R"({"name":"wait","cat":"wait","ph":"X")"));
+  EXPECT_THAT(trace, HasSubstr(R"({"name":"compute","cat":"compute","ph":"X")"));
 
   const std::string capture = slurp(fs::path(tmp_) / "cap" / "rank15.json");
   EXPECT_THAT(capture, HasSubstr(R"("format":"prism-capture")"));
@@ -159,9 +164,16 @@ TEST_F(EmulateTest, RejectsBadArguments) {
   r = emulate("0", {"/nonexistent/program"});
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_EQ(r.err, "error: rank 0: cannot run '/nonexistent/program': No such file or directory\n");
+  r = emulate("0", {kPlayer}, {"--trace", "{tmp}/t.json", "--trace-level", "layers"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err,
+            "error: --trace-level: unknown level 'layers': valid levels are ops, phases and "
+            "iterations\n");
+  EXPECT_FALSE(fs::exists(fs::path(tmp_) / "t.json"));
   r = run_prism({"emulate", kJob, "--real-ranks", "0"}, tmp_);
   EXPECT_EQ(r.exit_status, 1);
-  EXPECT_THAT(r.err, HasSubstr("no PROGRAM to run for the real ranks (after --), and no --external-ranks"));
+  EXPECT_THAT(
+      r.err, HasSubstr("no PROGRAM to run for the real ranks (after --), and no --external-ranks"));
 }
 
 TEST_F(EmulateTest, AGivenGraphIsEmulatedInsteadOfTheModels) {
