@@ -234,19 +234,24 @@ void append_phases(const ExecutionGraph& g, const TraceRecord* begin, const Trac
   flush();
 }
 
+Json iteration_span(Rank rank, int tid, std::int32_t index, SimTime from, SimTime to) {
+  return slice(fmt::format("iteration {}", index), "iteration", from, to, rank, tid,
+               Json{{"index", index}});
+}
+
 // One span "iteration N" per iteration of a rank: from its iteration marker
 // to the next one, its iteration-end marker or the rank's last op's end.
-void append_iterations(const ExecutionGraph& g, const TraceRecord* begin, const TraceRecord* end,
+// False when its records hold no iteration marker.
+bool append_iterations(const ExecutionGraph& g, const TraceRecord* begin, const TraceRecord* end,
                        SimTime rank_end, EventWriter* out) {
   const Role& role = g.roles[begin->role];
   const int tid = tracks_of(role).iterations;
-  bool open = false;
+  bool open = false, any = false;
   std::int32_t index = 0;
   SimTime since;
   auto close = [&](SimTime at) {
     if (!open) return;
-    out->add(slice(fmt::format("iteration {}", index), "iteration", since, at, begin->rank, tid,
-                   Json{{"index", index}}));
+    out->add(iteration_span(begin->rank, tid, index, since, at));
     open = false;
   };
   for (const TraceRecord* rec = begin; rec != end; ++rec) {
@@ -254,7 +259,7 @@ void append_iterations(const ExecutionGraph& g, const TraceRecord* begin, const 
     if (op.kind != OpKind::kMarker) continue;
     if (op.marker == MarkerKind::kIteration) {
       close(rec->start);
-      open = true;
+      open = any = true;
       index = op.arg;
       since = rec->start;
     } else if (op.marker == MarkerKind::kIterationEnd) {
@@ -262,6 +267,19 @@ void append_iterations(const ExecutionGraph& g, const TraceRecord* begin, const 
     }
   }
   close(rank_end);
+  return any;
+}
+
+// The iterations of a rank whose markers are no records (an emulation's
+// real rank: it reports them, the replay keeps them in its timeline),
+// numbered from 0: each complete iteration from its begin marker to the
+// next, the last to the end marker or the rank's finish.
+void append_timeline_iterations(const RankTimeline& t, int tid, EventWriter* out) {
+  const std::vector<SimTime> begins = t.iteration_marks.complete();
+  for (std::size_t i = 0; i < begins.size(); ++i) {
+    const SimTime to = i + 1 < begins.size() ? begins[i + 1] : t.iteration_marks.last_end(t.finish);
+    out->add(iteration_span(t.rank, tid, static_cast<std::int32_t>(i), begins[i], to));
+  }
 }
 
 // A real rank's host thread: the compute it reported (overlapping intervals
@@ -347,7 +365,12 @@ std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r,
       case TraceLevel::kIterations:
         break;
     }
-    append_iterations(g, all + b, all + e, rank_end, &out);
+    if (!append_iterations(g, all + b, all + e, rank_end, &out)) {
+      const Rank rank = r.trace[b].rank;
+      for (const RankTimeline& t : r.timelines)
+        if (t.rank == rank)
+          append_timeline_iterations(t, tracks_of(g.roles[r.trace[b].role]).iterations, &out);
+    }
   }
   if (options.level != TraceLevel::kIterations) {
     for (const MeasuredSlice& m : measured) {

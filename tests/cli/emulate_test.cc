@@ -97,6 +97,8 @@ TEST_F(EmulateTest, RealRanksPlayTheirPartAndGetTheReplayedTime) {
   EXPECT_THAT(trace, HasSubstr(R"("args":{"name":"host"})"));
   EXPECT_THAT(trace, HasSubstr(R"({"name":"wait","cat":"wait","ph":"X")"));
   EXPECT_THAT(trace, HasSubstr(R"({"name":"compute","cat":"compute","ph":"X")"));
+  // Its iterations, from the markers it reported.
+  EXPECT_THAT(trace, HasSubstr(R"({"name":"iteration 0","cat":"iteration","ph":"X")"));
 
   const std::string capture = slurp(fs::path(tmp_) / "cap" / "rank15.json");
   EXPECT_THAT(capture, HasSubstr(R"("format":"prism-capture")"));

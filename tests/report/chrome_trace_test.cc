@@ -195,6 +195,30 @@ TEST(ChromeTraceTest, IterationSpansAreNamedOnTheirOwnThread) {
   EXPECT_EQ(spans[1]["args"]["index"], 1);
 }
 
+// An emulation's real rank reports its markers: they are no records, the
+// replay keeps them in the rank's timeline.
+TEST(ChromeTraceTest, IterationsOfARankWithoutMarkerRecordsComeFromItsTimeline) {
+  ReplayResult r = traced_result();
+  RankTimeline t2{2, {}, SimTime{3000}};
+  t2.iteration_marks.record(MarkerKind::kIteration, SimTime{0});
+  t2.iteration_marks.record(MarkerKind::kMicrobatch, SimTime{500});
+  t2.iteration_marks.record(MarkerKind::kIteration, SimTime{1000});
+  RankTimeline t1{1, {}, SimTime{9000}};  // its records have a marker: they win
+  t1.iteration_marks.record(MarkerKind::kIteration, SimTime{0});
+  r.timelines = {t1, t2};
+  std::vector<Json> spans;
+  for (const Json& e : events_with(Json::parse(ops_trace(r)), "X"))
+    if (e["cat"] == "iteration") spans.push_back(e);
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0]["pid"], 1);
+  EXPECT_EQ(spans[0]["dur"].get<double>(), 3.1);
+  EXPECT_EQ(spans[1], Json::parse(R"j({"name": "iteration 0", "cat": "iteration", "ph": "X",
+      "ts": 0.0, "dur": 1.0, "pid": 2, "tid": 3, "args": {"index": 0}})j"));
+  EXPECT_EQ(spans[2]["name"], "iteration 1");
+  EXPECT_EQ(spans[2]["ts"].get<double>(), 1.0);
+  EXPECT_EQ(spans[2]["dur"].get<double>(), 2.0);  // to the rank's finish
+}
+
 TEST(ChromeTraceTest, OneEventPerLineAndDeterministic) {
   const std::string text = ops_trace(traced_result());
   EXPECT_EQ(text, ops_trace(traced_result()));
