@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -349,10 +350,15 @@ std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r,
   append_metadata(g, ranks, with_host, options, &out);
   // Records are sorted by rank: one rank's at a time.
   const TraceRecord* const all = r.trace.data();
+  std::map<Rank, std::vector<SimTime>> marker_times;  // each rank's, ascending
   for (std::size_t b = 0, e = 0; b < r.trace.size(); b = e) {
     SimTime rank_end;
-    for (e = b; e < r.trace.size() && r.trace[e].rank == r.trace[b].rank; ++e)
-      rank_end = std::max(rank_end, r.trace[e].end);
+    std::vector<SimTime>& markers = marker_times[r.trace[b].rank];
+    for (e = b; e < r.trace.size() && r.trace[e].rank == r.trace[b].rank; ++e) {
+      const TraceRecord& rec = r.trace[e];
+      rank_end = std::max(rank_end, rec.end);
+      if (g.roles[rec.role].ops[rec.op].kind == OpKind::kMarker) markers.push_back(rec.start);
+    }
     for (const MeasuredSlice& m : measured)
       if (m.rank == r.trace[b].rank) rank_end = std::max(rank_end, m.end);
     switch (options.level) {
@@ -402,10 +408,7 @@ std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r,
     if (options.level == TraceLevel::kOps) {
       for (std::size_t i = b; i < e; ++i) kept.push_back(i);
     } else {
-      std::vector<SimTime> cuts;  // the rank's marker times
-      for (const TraceRecord& rec : r.trace)
-        if (rec.rank == rank && g.roles[rec.role].ops[rec.op].kind == OpKind::kMarker)
-          cuts.push_back(rec.start);
+      const std::vector<SimTime>& cuts = marker_times[rank];
       std::size_t i = b;
       for (std::size_t c = 0; i < e; ++c) {
         // Samples before cut c (all that remain after the last cut).
