@@ -363,6 +363,10 @@ std::vector<Case> cases() {
       {"error_simulate_missing_job_argument", {"simulate"}},
       {"error_simulate_missing_file", {"simulate", "tests/cli/data/no_such_job.yaml"}},
       {"error_simulate_directory", {"simulate", "tests/cli/data"}},
+      // A value of 500 bytes with a control byte, quoted back: one printable,
+      // bounded line (issue 26).
+      {"error_simulate_long_value",
+       {"simulate", kJob, "--set", "model.preset=\x1b" + std::string(500, 'x')}},
       // Bounded work (issue 26): an absurd global batch is refused at once.
       {"error_simulate_absurd_global_batch",
        {"simulate", kJob, "--set", "training.global_batch_size=16777216"}},
