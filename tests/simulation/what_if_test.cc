@@ -190,6 +190,28 @@ TEST(WhatIfTest, AStragglerOnAComputeBoundPathSlowsItByExactlyItsFactor) {
   }
 }
 
+TEST(WhatIfTest, TheTraceShowsThePerturbedRun) {
+  const ExecutionGraph g = single_rank();
+  const ReplayResult plain = simulate(g, {}, true, {0});
+  WhatIf w;
+  w.stragglers.push_back(Straggler{{0}, 1.5});
+  const ReplayResult slow = simulate(g, w, true, {0});
+  const ReplayResult jittered = simulate(g, jitter("20:9"), true, {0});
+  ASSERT_EQ(plain.trace.size(), 10u);
+  ASSERT_EQ(slow.trace.size(), 10u);
+  ASSERT_EQ(jittered.trace.size(), 10u);
+  int longer = 0;
+  for (std::size_t i = 0; i < plain.trace.size(); ++i) {
+    const std::int64_t d = (plain.trace[i].end - plain.trace[i].start).ns;
+    EXPECT_EQ((slow.trace[i].end - slow.trace[i].start).ns, d * 3 / 2);
+    const std::int64_t j = (jittered.trace[i].end - jittered.trace[i].start).ns;
+    EXPECT_GE(j, d);
+    EXPECT_LE(j, d * 6 / 5);
+    longer += j > d;
+  }
+  EXPECT_GE(longer, 8);  // the factors differ from op to op
+}
+
 TEST(WhatIfTest, AStragglerKeepsFoldingExact) {
   const ExecutionGraph g = gpt();
   for (const char* s : {"5:1.5", "0:2", "0-3:1.1", "7:1.01"}) {
