@@ -19,6 +19,7 @@
 #include "cli/validate_command.h"
 #include "util/interrupt.h"
 #include "util/status.h"
+#include "util/text_error.h"
 
 namespace {
 
@@ -31,10 +32,9 @@ int exit_status_of(prism::StatusCode) {
 }
 
 int fail(std::string message, prism::StatusCode code = prism::StatusCode::kInvalidArgument) {
-  // One line, whatever the message holds.
-  for (char& c : message)
-    if (c == '\n') c = ' ';
-  fmt::print(stderr, "error: {}\n", message);
+  // One printable line of bounded length, whatever the message holds (a
+  // value quoted from a file may be megabytes, or hold control bytes).
+  fmt::print(stderr, "error: {}\n", prism::printable_line(message));
   return exit_status_of(code);
 }
 

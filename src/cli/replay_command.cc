@@ -92,6 +92,7 @@ ReplayCommand::ReplayCommand(CLI::App& parent)
       ->capture_default_str();
   app_->add_option("--hbm-bw", hbm_bw_gbps_, "GPU memory bandwidth, GB/s")->capture_default_str();
   memory_.add_to(app_);
+  what_if_.add_to(app_);
   app_->add_flag("--continue-past-oom", continue_past_oom_,
                  "After an out-of-memory replay, replay again with unlimited memory and report "
                  "what each role needs and the iteration time as if it fitted (exit status stays "
@@ -118,6 +119,7 @@ Result<int> ReplayCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(ExecutionGraph g, load_graph(graph_path_));
   options.fold = fold_.fold();
   options.continue_past_oom = continue_past_oom_;
+  PRISM_ASSIGN_OR_RETURN(options.what_if, what_if_.what_if(g.world_size()));
   if (!output_.trace_path.empty()) {
     const bool given = app_->get_option("--trace-ranks")->count() > 0;
     PRISM_ASSIGN_OR_RETURN(options.trace_ranks,

@@ -37,6 +37,7 @@ class ReplayCommand {
   std::string graph_path_;
   OutputOptions output_;
   FoldOption fold_;
+  WhatIfOptions what_if_;
   std::string cluster_;  // --cluster; unset: the graph's own, else dgx-h100
   NcclOptions nccl_;
   double gpu_tflops_;

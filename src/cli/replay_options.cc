@@ -27,4 +27,32 @@ void NcclOptions::add_to(CLI::App* app) {
   app->add_option("--nccl-proto", proto, "Allowed protocols, NCCL_PROTO syntax")->type_name("LIST");
 }
 
+void WhatIfOptions::add_to(CLI::App* app) {
+  app->add_option("--straggler", stragglers,
+                  "What if RANKS compute FACTOR times as long, e.g. 5:1.5 or 0,4-7:2 "
+                  "(repeatable); the summary compares with the unperturbed run")
+      ->type_name("RANKS:FACTOR")
+      ->allow_extra_args(false);
+  jitter_option =
+      app->add_option(
+             "--jitter", jitter,
+             "What if each compute kernel took up to PCT% longer, by a factor drawn from "
+             "(SEED, rank, op) (default seed 1); the summary compares with the unperturbed "
+             "run")
+          ->type_name("PCT[:SEED]");
+}
+
+Result<WhatIf> WhatIfOptions::what_if(int world_size) const {
+  WhatIf w;
+  for (const std::string& s : stragglers) {
+    PRISM_ASSIGN_OR_RETURN(Straggler st, parse_straggler(s, world_size));
+    w.stragglers.push_back(std::move(st));
+  }
+  if (jitter_option != nullptr && jitter_option->count() > 0) {
+    PRISM_ASSIGN_OR_RETURN(Jitter j, parse_jitter(jitter));
+    w.jitter = j;
+  }
+  return w;
+}
+
 }  // namespace prism

@@ -5,13 +5,16 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "net/nccl_tuner.h"
 #include "report/chrome_trace.h"
+#include "simulation/what_if.h"
 #include "util/status.h"
 
 namespace CLI {
 class App;
+class Option;
 }  // namespace CLI
 
 namespace prism {
@@ -49,6 +52,18 @@ struct NcclOptions {
   // Registers --nccl-algo and --nccl-proto.
   void add_to(CLI::App* app);
   Result<NcclSelection> selection() const { return NcclSelection::parse(algo, proto); }
+};
+
+// What-if perturbations (simulation/what_if.h): --straggler RANKS:FACTOR
+// (repeatable) and --jitter PCT[:SEED].
+struct WhatIfOptions {
+  std::vector<std::string> stragglers;
+  std::string jitter;
+  CLI::Option* jitter_option = nullptr;  // set by add_to
+
+  void add_to(CLI::App* app);
+  // The options parsed against a world of `world_size` ranks.
+  Result<WhatIf> what_if(int world_size) const;
 };
 
 }  // namespace prism

@@ -47,6 +47,7 @@ SimulateCommand::SimulateCommand(CLI::App& parent)
   fold_.add_to(app_);
   nccl_.add_to(app_);
   memory_.add_to(app_);
+  what_if_.add_to(app_);
   app_->add_flag("--continue-past-oom", continue_past_oom_,
                  "After an out-of-memory iteration, replay it with unlimited memory and report "
                  "what each role needs and the iteration time as if it fitted (exit status stays "
@@ -69,6 +70,7 @@ Result<int> SimulateCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(options.models.device, memory_.device(p.gpu.name));
   options.fold = fold_.fold();
   options.continue_past_oom = continue_past_oom_;
+  PRISM_ASSIGN_OR_RETURN(options.what_if, what_if_.what_if(g.world_size()));
   if (!output_.trace_path.empty()) {
     const bool given = app_->get_option("--trace-ranks")->count() > 0;
     Result<std::vector<Rank>> ranks =

@@ -32,6 +32,7 @@ class SimulateCommand {
   std::string kernels_path_;
   bool continue_past_oom_ = false;
   FoldOption fold_;
+  WhatIfOptions what_if_;
   NcclOptions nccl_;
   MemoryOptions memory_;
 };

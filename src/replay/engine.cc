@@ -10,6 +10,17 @@
 #include <fmt/format.h>
 
 namespace prism {
+namespace {
+
+// SplitMix64's finalizer: a well-mixed 64-bit hash of `x`.
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
 
 Result<ReplayResult> replay(const ExecutionGraph& g, const ReplayOptions& options,
                             const ReplayModels& models) {
@@ -149,10 +160,19 @@ bool Engine::issue_group(std::uint32_t s, std::uint16_t st) {
   return true;
 }
 
-SimTime Engine::compute_duration(const SimRank& sr, const Op& op) const {
+SimTime Engine::compute_duration(const SimRank& sr, std::int32_t oi, const Op& op) const {
   const SimTime d =
       op.cost == kNone ? op.duration : models_.compute->duration(g_.roles[sr.role].costs[op.cost]);
-  return scale_duration(d, sr.scale_ppm);
+  const SimTime scaled = scale_duration(d, sr.scale_ppm);
+  if (options_.jitter_ppm <= 0) return scaled;
+  // A factor in [1, 1 + jitter_ppm / 1e6] from (seed, rank, op) alone: the
+  // same in every replay, whatever the order of events.
+  std::uint64_t h = mix64(options_.jitter_seed);
+  h = mix64(h ^ static_cast<std::uint64_t>(sr.rank));
+  h = mix64(h ^ static_cast<std::uint64_t>(oi));
+  const auto extra =
+      static_cast<std::int64_t>(h % static_cast<std::uint64_t>(options_.jitter_ppm + 1));
+  return scale_duration(scaled, 1'000'000 + extra);
 }
 
 bool Engine::start_op(std::uint32_t s, std::uint16_t st, std::int32_t oi) {
@@ -162,7 +182,7 @@ bool Engine::start_op(std::uint32_t s, std::uint16_t st, std::int32_t oi) {
     case OpKind::kCompute:
       streams_[sr.first_stream + st].issued_at = now_;
       account(sr, +1, 0);
-      queue_.push(now_ + compute_duration(sr, op), 0, Event{s, st, oi});
+      queue_.push(now_ + compute_duration(sr, oi, op), 0, Event{s, st, oi});
       return true;
     case OpKind::kCollective:
       arrive_collective(s, st, oi, op);

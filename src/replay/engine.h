@@ -112,7 +112,7 @@ class Engine {
   bool deps_done(const SimRank& sr, const Op& op) const;
   bool issue_group(std::uint32_t s, std::uint16_t st);
   bool start_op(std::uint32_t s, std::uint16_t st, std::int32_t oi);  // true if asynchronous
-  SimTime compute_duration(const SimRank& sr, const Op& op) const;
+  SimTime compute_duration(const SimRank& sr, std::int32_t oi, const Op& op) const;
   void arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op);
   void post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const Op& op);
   std::int32_t p2p_route(Rank sender, Rank receiver) const;

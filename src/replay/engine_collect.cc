@@ -97,7 +97,7 @@ SimTime mean_iteration(const IterationMarks& m, SimTime finish_time) {
 ReplayResult Engine::collect() {
   ReplayResult r;
   r.world_size = g_.world_size();
-  r.folded = options_.fold;
+  r.folded = options_.fold && options_.jitter_ppm == 0;  // jitter turns folding off
   r.simulated_ranks = static_cast<int>(sranks_.size());
   r.op_events = op_events_;
   for (const SimRank& sr : sranks_) r.makespan = max(r.makespan, sr.finish);

@@ -17,7 +17,7 @@ Engine::Engine(const ExecutionGraph& g, const ReplayOptions& options, const Repl
       listener_(listener),
       resolver_(g.resolver()),
       used_(slots_used_by_role(g)),
-      fold_(plan_folding(g, used_, options.fold, options.live_ranks)) {
+      fold_(plan_folding(g, used_, options.fold && options.jitter_ppm == 0, options.live_ranks)) {
   PRISM_CHECK(listener != nullptr || options.live_ranks.empty(), "live ranks need a listener");
   build_role_tables();
   build_sim_ranks();

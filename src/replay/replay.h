@@ -19,6 +19,7 @@
 // class is simulated. Per-rank results are the same as replaying every rank.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "compute/compute_model.h"
@@ -36,6 +37,12 @@ struct ReplayOptions {
   // Live ranks (replay/live_replay.h): their ops come from outside. Only a
   // LiveReplay takes them.
   std::vector<Rank> live_ranks;
+  // Jitter (simulation/what_if.h): each compute op of each rank takes up to
+  // jitter_ppm parts per million longer, by a factor drawn from a hash of
+  // (jitter_seed, rank, op index). With jitter every rank differs, so the
+  // replay does not fold.
+  std::int64_t jitter_ppm = 0;
+  std::uint64_t jitter_seed = 0;
 };
 
 class NcclMemory;  // replay/nccl_memory.h

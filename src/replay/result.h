@@ -153,6 +153,15 @@ struct PastOomReplay {
   Bytes capacity;
 };
 
+// What a what-if replay (simulation/what_if.h) is compared with: the same
+// replay unperturbed. `options` names the perturbation as written on the
+// command line ("--straggler 5:1.5").
+struct WhatIfReplay {
+  std::string options;
+  bool unperturbed_completed = true;  // false: it deadlocked or ran out of memory
+  SimTime unperturbed;                // its iteration time
+};
+
 struct ReplayResult {
   enum class Outcome { kCompleted, kDeadlock, kOutOfMemory };
   Outcome outcome = Outcome::kCompleted;
@@ -173,6 +182,7 @@ struct ReplayResult {
   std::vector<MemorySample> memory_trace;  // trace ranks, sorted by (rank, time); same-time merged
   std::vector<RankTimeline> timelines;     // trace ranks, ascending
   std::optional<PastOomReplay> past_oom;   // set by simulate_graph with continue_past_oom
+  std::optional<WhatIfReplay> what_if;     // set by simulate_graph with a what-if
 };
 
 }  // namespace prism

@@ -4,6 +4,7 @@
 
 #include "report/memory_report.h"
 #include "report/op_label.h"
+#include "report/summary.h"
 
 namespace prism {
 namespace {
@@ -98,6 +99,7 @@ std::string format_report_json(const ExecutionGraph& g, const ReplayResult& r) {
     j["past_oom"] = Json{{"iteration_time_s", to_seconds(r.past_oom->iteration_time)},
                          {"roles", std::move(needs)}};
   }
+  if (r.what_if) j["what_if"] = what_if_json(what_if_comparison(r));  // --straggler, --jitter
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

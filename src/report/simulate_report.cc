@@ -34,6 +34,41 @@ double gib(Bytes b) {
 
 }  // namespace
 
+std::string what_if_text(const WhatIfComparison& w) {
+  const auto ms = [](const std::optional<SimTime>& t) {
+    return t ? fmt::format("{:.3f} ms", t->seconds() * 1e3) : std::string("did not complete");
+  };
+  std::string out =
+      fmt::format("{}: iteration {} vs {}", w.options, ms(w.perturbed),
+                  w.unperturbed ? ms(w.unperturbed) + " unperturbed"
+                                : std::string("an unperturbed run that did not complete"));
+  if (w.perturbed && w.unperturbed && w.unperturbed->ns > 0)
+    out += fmt::format(" ({:+.2f}%)", 100.0 *
+                                          static_cast<double>(w.perturbed->ns - w.unperturbed->ns) /
+                                          static_cast<double>(w.unperturbed->ns));
+  return out;
+}
+
+nlohmann::ordered_json what_if_json(const WhatIfComparison& w) {
+  using Json = nlohmann::ordered_json;
+  // Divided, not multiplied by 1e-9: the double nearest the decimal value.
+  const auto s = [](const std::optional<SimTime>& t) {
+    return t ? Json(static_cast<double>(t->ns) / 1e9) : Json();
+  };
+  Json j{{"options", w.options},
+         {"iteration_time_s", s(w.perturbed)},
+         {"unperturbed_iteration_time_s", s(w.unperturbed)},
+         {"delta_s", nullptr},
+         {"delta_pct", nullptr}};
+  if (w.perturbed && w.unperturbed) {
+    j["delta_s"] = static_cast<double>(w.perturbed->ns - w.unperturbed->ns) / 1e9;
+    if (w.unperturbed->ns > 0)
+      j["delta_pct"] = 100.0 * static_cast<double>(w.perturbed->ns - w.unperturbed->ns) /
+                       static_cast<double>(w.unperturbed->ns);
+  }
+  return j;
+}
+
 std::string format_simulate_text(const SimulateSummary& s) {
   std::string out;
   auto line = [&](std::string_view label, const std::string& value) {
@@ -82,6 +117,7 @@ std::string format_simulate_text(const SimulateSummary& s) {
       line("", fmt::format("{:.1f}% of {:.1f} TFLOP/s (dense fp8 peak)", 100 * s.mfu_fp8,
                            s.fp8_peak_flops / 1e12));
   }
+  if (s.what_if) line("what-if:", what_if_text(*s.what_if));
   line("peak memory:", fmt::format("{:.2f} GiB of {:.2f} GiB per GPU (max over ranks)",
                                    gib(s.peak_device), gib(s.capacity)));
   line("", fmt::format("{:.2f} GiB allocated, {:.2f} GiB reserved by PyTorch, {:.2f} GiB NCCL, "
@@ -165,6 +201,7 @@ std::string format_simulate_json(const SimulateSummary& s) {
          {"iteration_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu"})
       j[k] = nullptr;
   }
+  if (s.what_if) j["what_if"] = what_if_json(*s.what_if);
   j["peak_flops_per_gpu"] = s.peak_flops;
   if (s.fp8_peak_flops > 0) j["fp8_peak_flops_per_gpu"] = s.fp8_peak_flops;
   j["memory"] = Json{{"capacity_bytes", s.capacity.count},

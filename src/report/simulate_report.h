@@ -42,6 +42,21 @@ struct PastOom {
   Bytes capacity;  // what a rank may use: the GPU's, or its --memory-fraction share
 };
 
+// A what-if run (--straggler, --jitter) and the same run unperturbed: the
+// options as written and each run's iteration time, absent when that run
+// did not complete (out of memory, deadlock).
+struct WhatIfComparison {
+  std::string options;
+  std::optional<SimTime> perturbed, unperturbed;
+};
+// The summary's value after "what-if:": "--straggler 5:1.5: iteration
+// 21.904 ms vs 20.876 ms unperturbed (+4.92%)".
+std::string what_if_text(const WhatIfComparison& w);
+// The report's "what_if" object: options, iteration_time_s,
+// unperturbed_iteration_time_s, delta_s, delta_pct (null where a run did
+// not complete).
+nlohmann::ordered_json what_if_json(const WhatIfComparison& w);
+
 struct SimulateSummary {
   std::string job;
   int num_gpus = 0;
@@ -67,7 +82,8 @@ struct SimulateSummary {
   // its times are not reported.
   std::string oom_text;
   nlohmann::ordered_json oom;
-  std::optional<PastOom> past_oom;  // with --continue-past-oom after an OOM
+  std::optional<PastOom> past_oom;          // with --continue-past-oom after an OOM
+  std::optional<WhatIfComparison> what_if;  // with --straggler or --jitter
   std::int64_t kernels = 0, kernels_measured = 0;
   std::string kernel_db;  // databases used, or empty
   bool folded = false;

@@ -123,9 +123,19 @@ void append_blocked(const ExecutionGraph& g, const ReplayResult& r, std::string*
 
 }  // namespace
 
+WhatIfComparison what_if_comparison(const ReplayResult& r) {
+  WhatIfComparison w;
+  if (!r.what_if) return w;
+  w.options = r.what_if->options;
+  if (r.outcome == ReplayResult::Outcome::kCompleted) w.perturbed = r.iteration_time;
+  if (r.what_if->unperturbed_completed) w.unperturbed = r.what_if->unperturbed;
+  return w;
+}
+
 std::string format_summary(const ExecutionGraph& g, const ReplayResult& r) {
   std::string out;
   append_header(g, r, &out);
+  if (r.what_if) append_field(&out, "what-if", what_if_text(what_if_comparison(r)));
   out.push_back('\n');
   append_role_table(r, &out);
   if (r.outcome == ReplayResult::Outcome::kDeadlock) append_blocked(g, r, &out);

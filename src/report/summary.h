@@ -18,10 +18,15 @@
 
 #include "graph/graph.h"
 #include "replay/result.h"
+#include "report/simulate_report.h"
 
 namespace prism {
 
 // `r` must come from replaying `g` (role and stream indices refer to it).
 std::string format_summary(const ExecutionGraph& g, const ReplayResult& r);
+
+// A what-if replay (r.what_if set) against its unperturbed run, for the
+// summary's "what-if:" line and the report's "what_if" object.
+WhatIfComparison what_if_comparison(const ReplayResult& r);
 
 }  // namespace prism

@@ -8,6 +8,7 @@
 #include "net/cluster_yaml.h"
 #include "report/breakdown.h"
 #include "report/memory_report.h"
+#include "report/summary.h"
 #include "workload/model_stats.h"
 
 namespace prism {
@@ -76,6 +77,7 @@ void summarize_job(const PreparedJob& p, const ReplayResult& r, const DeviceMemo
   s.folded = r.folded;
   s.simulated_ranks = r.simulated_ranks;
   s.op_events = r.op_events;
+  if (r.what_if) s.what_if = what_if_comparison(r);
 }
 
 // Each role's footprint, peak memory and (without an OOM) the breakdown of
@@ -119,8 +121,28 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
   ReplayOptions options;
   options.fold = o.fold;
   options.trace_ranks = o.trace_ranks;
+  std::optional<WhatIfReplay> what_if;
+  ExecutionGraph perturbed;  // with the stragglers' overrides
+  if (!o.what_if.empty()) {
+    SimulationOptions plain = o;
+    plain.what_if = WhatIf{};
+    plain.trace_ranks.clear();
+    plain.continue_past_oom = false;
+    PRISM_ASSIGN_OR_RETURN(const ReplayResult base, simulate_graph(g, cluster, plain));
+    what_if = WhatIfReplay{o.what_if.describe(), base.outcome == ReplayResult::Outcome::kCompleted,
+                           base.iteration_time};
+    if (!o.what_if.stragglers.empty()) {
+      PRISM_ASSIGN_OR_RETURN(perturbed, apply_stragglers(g, o.what_if.stragglers));
+    }
+    if (o.what_if.jitter) {
+      options.jitter_ppm = jitter_ppm(*o.what_if.jitter);
+      options.jitter_seed = o.what_if.jitter->seed;
+    }
+  }
+  const ExecutionGraph& run_on = o.what_if.stragglers.empty() ? g : perturbed;
   ClusterModels models(cluster, o.models);
-  PRISM_ASSIGN_OR_RETURN(ReplayResult r, replay(g, options, models.view()));
+  PRISM_ASSIGN_OR_RETURN(ReplayResult r, replay(run_on, options, models.view()));
+  r.what_if = std::move(what_if);
   if (o.continue_past_oom && r.outcome == ReplayResult::Outcome::kOutOfMemory) {
     SimulationOptions unlimited = o;
     unlimited.continue_past_oom = false;

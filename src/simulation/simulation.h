@@ -20,6 +20,7 @@
 #include "report/simulate_report.h"
 #include "simulation/cluster_models.h"
 #include "simulation/job.h"
+#include "simulation/what_if.h"
 #include "util/status.h"
 
 namespace prism {
@@ -33,6 +34,10 @@ struct SimulationOptions {
   // result's past_oom, simulate_job in the summary's (the outcome stays out
   // of memory).
   bool continue_past_oom = false;
+  // Perturbations (--straggler, --jitter): the replay runs perturbed, and
+  // unperturbed too for the comparison in the result's what_if (simulate_job:
+  // the summary's).
+  WhatIf what_if;
 };
 
 // Replays `g` on `cluster` with models built from `o` (a fresh set per call).

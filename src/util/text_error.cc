@@ -65,6 +65,60 @@ std::optional<std::size_t> first_bad_text_byte(std::string_view s) {
   return std::nullopt;
 }
 
+namespace {
+
+// Escapes control bytes and bytes that are not UTF-8 text in `s`.
+std::string escaped(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const std::optional<std::size_t> bad = first_bad_text_byte(s.substr(i));
+    const std::size_t good = bad ? *bad : s.size() - i;
+    out.append(s.substr(i, good));
+    i += good;
+    if (i == s.size()) break;
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') {
+      out += ' ';
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned>(c));
+      out += hex;
+    }
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string printable_line(std::string_view message, std::size_t max_word, std::size_t max_line) {
+  std::string line = escaped(message);
+  std::string out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    std::size_t end = line.find(' ', i);
+    if (end == std::string::npos) end = line.size();
+    const std::size_t n = end - i;
+    if (n > max_word && n > 100) {
+      out.append(line, i, 40);
+      out += "...(" + std::to_string(n - 80) + " bytes)...";
+      out.append(line, end - 40, 40);
+    } else {
+      out.append(line, i, n);
+    }
+    if (end < line.size()) out += ' ';
+    i = end + 1;
+  }
+  if (out.size() > max_line) {
+    const std::size_t more = out.size() - max_line;
+    out.resize(max_line);
+    out += "... (" + std::to_string(more) + " bytes more)";
+  }
+  return out;
+}
+
 Status json_syntax_error(std::string_view text, std::string_view source, std::size_t byte,
                          std::string_view what) {
   std::string_view tail = what;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "util/status.h"
@@ -21,6 +22,14 @@ Status text_error_at(std::string_view text, std::string_view source, std::size_t
 // control character (below 0x20, or 0x7f); nullopt when there is none. For
 // names that end up in reports (JSON, which must be UTF-8) and terminals.
 std::optional<std::size_t> first_bad_text_byte(std::string_view s);
+
+// `message` as one printable line for a terminal: a newline becomes a space,
+// other control bytes and bytes that are not UTF-8 become \xNN, a run of
+// more than `max_word` bytes without a space (a quoted value from a file: a
+// key of megabytes) keeps its first and last 40 bytes around "...(N bytes)",
+// and the whole is cut at `max_line` bytes, saying how much was left out.
+std::string printable_line(std::string_view message, std::size_t max_word = 200,
+                           std::size_t max_line = 4096);
 
 // A JSON parser's failure at `byte` (as text_error_at) in PrismLLM's words:
 // "<source>:<line>:<col>: malformed JSON: <what is there>" ("the text ends

@@ -301,6 +301,17 @@ std::vector<Case> cases() {
        {"replay", kGpt, "--memory-fraction", "0.01", "--continue-past-oom", "--report",
         "{tmp}/report.json"},
        {"report.json"}},
+      // What-if (issue 25): a straggler, jitter; a rank outside the world and
+      // a jitter out of range are refused naming the option.
+      {"replay_gpt_straggler",
+       {"replay", kGpt, "--straggler", "5:1.5", "--straggler", "0-1:1.1", "--report",
+        "{tmp}/report.json"},
+       {"report.json"}},
+      {"simulate_small_jitter",
+       {"simulate", kJob, "--no-kernel-db", "--jitter", "5:42", "--report", "{tmp}/report.json"},
+       {"report.json"}},
+      {"error_straggler_outside_world", {"replay", kGpt, "--straggler", "0,9:2"}},
+      {"error_jitter_out_of_range", {"simulate", kJob, "--no-kernel-db", "--jitter", "100"}},
       // Search: the default space of the small job (exact ranking), a
       // narrower one with out-of-memory configurations and every output.
       {"search_help", {"search", "--help"}},
@@ -370,6 +381,10 @@ std::vector<Case> cases() {
       {"error_simulate_missing_job_argument", {"simulate"}},
       {"error_simulate_missing_file", {"simulate", "tests/cli/data/no_such_job.yaml"}},
       {"error_simulate_directory", {"simulate", "tests/cli/data"}},
+      // A value of 500 bytes with a control byte, quoted back: one printable,
+      // bounded line (issue 26).
+      {"error_simulate_long_value",
+       {"simulate", kJob, "--set", "model.preset=\x1b" + std::string(500, 'x')}},
       // Bounded work (issue 26): an absurd global batch is refused at once.
       {"error_simulate_absurd_global_batch",
        {"simulate", kJob, "--set", "training.global_batch_size=16777216"}},

@@ -50,5 +50,24 @@ TEST(TextErrorTest, JsonSyntaxErrorsInOurWords) {
             "f.json: malformed JSON: type must be string");
 }
 
+// The CLI's error line: one line, printable, bounded, whatever the message
+// quotes (issue 26: an 8 MiB error line, control bytes printed raw).
+TEST(TextErrorTest, PrintableLine) {
+  EXPECT_EQ(printable_line("plain words, kept"), "plain words, kept");
+  EXPECT_EQ(printable_line("two\nlines"), "two lines");
+  EXPECT_EQ(printable_line("esc \x1b[31m and \xff"), "esc \\x1b[31m and \\xff");
+  EXPECT_EQ(printable_line("gr\xc3\xbc\xc3\x9f"), "gr\xc3\xbc\xc3\x9f");
+  const std::string huge(1'000'000, 'k');
+  const std::string line = printable_line("key '" + huge + "' unknown");
+  EXPECT_EQ(line, "key '" + std::string(39, 'k') + "...(999922 bytes)..." + std::string(39, 'k') +
+                      "' unknown");
+  // Many long words: the line stops at max_line and says how much is left.
+  std::string many;
+  for (int i = 0; i < 100; ++i) many += std::string(150, 'a') + " ";
+  const std::string cut = printable_line(many, 200, 1000);
+  EXPECT_EQ(cut.size(), 1000u + std::string("... (14100 bytes more)").size());
+  EXPECT_TRUE(cut.ends_with("... (14100 bytes more)")) << cut.substr(cut.size() - 40);
+}
+
 }  // namespace
 }  // namespace prism
