@@ -5,7 +5,9 @@
 // with a `real` / `virtual` process label, sorted by rank). Its threads (tid):
 // one per stream of its role (0..S-1, named after the stream), then
 // "events" (S: zero-length ops, instant events), "iterations" (S+1: one span
-// "iteration N" per iteration, N the marker's index, from 0) and, on a real
+// "iteration N" per iteration, N the marker's index, from 0; for a rank whose
+// records hold no iteration marker, an emulation's real rank, from its
+// RankTimeline in ReplayResult::timelines) and, on a real
 // rank of an emulation, "host" (S+2: the compute it reported and its waits
 // between, filling its host timeline). Ops with a duration are complete
 // events ("ph":"X") with "ts" and "dur" in microseconds carrying nanosecond
