@@ -116,6 +116,19 @@ void summarize_roles(const PreparedJob& p, const ReplayResult& r, const std::vec
 
 }  // namespace
 
+namespace {
+
+// What a rank may use past an OOM's comparison: the GPU, or its
+// --memory-fraction share.
+Bytes usable_capacity(const DeviceMemoryOptions& d) {
+  const double fraction = d.allocator.memory_fraction;
+  return fraction > 0
+             ? Bytes{static_cast<std::int64_t>(static_cast<double>(d.capacity.count) * fraction)}
+             : d.capacity;
+}
+
+}  // namespace
+
 Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& cluster,
                                     const SimulationOptions& o) {
   ReplayOptions options;
@@ -152,12 +165,7 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
     PRISM_ASSIGN_OR_RETURN(const ReplayResult free, simulate_graph(g, cluster, unlimited));
     PastOomReplay past;
     past.iteration_time = free.iteration_time;
-    // What the rank may use: the GPU, or its --memory-fraction share.
-    const double fraction = o.models.device.allocator.memory_fraction;
-    past.capacity = fraction > 0
-                        ? Bytes{static_cast<std::int64_t>(
-                              static_cast<double>(o.models.device.capacity.count) * fraction)}
-                        : o.models.device.capacity;
+    past.capacity = usable_capacity(o.models.device);
     for (const RoleSummary& s : free.roles) past.role_needed.push_back(s.max.peak_device);
     r.past_oom = std::move(past);
   }
@@ -201,11 +209,7 @@ Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions
     past.tokens_per_s_per_gpu = free.summary.tokens_per_s_per_gpu;
     past.mfu = free.summary.mfu;
     for (const SimulateRole& r : free.summary.roles) past.roles.push_back({r.name, r.peak_device});
-    const double fraction = o.models.device.allocator.memory_fraction;
-    past.capacity = fraction > 0
-                        ? Bytes{static_cast<std::int64_t>(
-                              static_cast<double>(o.models.device.capacity.count) * fraction)}
-                        : o.models.device.capacity;
+    past.capacity = usable_capacity(o.models.device);
     out.summary.past_oom = std::move(past);
   }
   return out;
