@@ -64,6 +64,7 @@ Result<SearchResult> simulate_config(const PreparedJob& base, const KernelModel&
   SimulationOptions so;
   so.models.nccl = o.nccl;
   so.models.device = o.device;
+  so.continue_past_oom = true;  // an OOM configuration: what each stage needs
   Result<JobSimulation> sim = simulate_job(p, so);
   if (!sim.is_ok()) return sim.status().with_context(to_string(c));
   const SimulateSummary& s = sim.value().summary;
@@ -87,12 +88,14 @@ Result<SearchResult> simulate_config(const PreparedJob& base, const KernelModel&
     r.bubble = busiest->bubble;
   } else {
     r.oom_at = oom_place(s.oom);
-    so.models.device.capacity = Bytes{0};  // unlimited: what each stage needs
-    so.models.device.allocator.memory_fraction = 0;
-    Result<JobSimulation> free = simulate_job(p, so);
-    if (!free.is_ok()) return free.status().with_context(to_string(c));
-    r.stages = stages_of(free.value().summary);
-    for (StageResult& st : r.stages) st.compute = st.comm = st.bubble = SimTime::zero();
+    if (s.past_oom) {
+      for (const PastOom::Role& role : s.past_oom->roles) {
+        StageResult st;
+        st.role = role.name;
+        st.peak = role.needed;
+        r.stages.push_back(st);
+      }
+    }
   }
   r.peak = max_peak(r.stages);
   return r;

@@ -26,6 +26,16 @@ std::vector<Rank> role_representatives(const ExecutionGraph& g) {
 
 // The job's shape, model and cluster, and its throughput: tokens/s and MFU
 // from the iteration time (none after an out-of-memory outcome).
+// Tokens/s per GPU and model TFLOP/s per GPU of an iteration of `t` seconds.
+struct Throughput {
+  double tokens_per_s_per_gpu = 0, model_tflops_per_gpu = 0;
+};
+Throughput throughput(const JobSpec& job, double model_flops, double t) {
+  return {static_cast<double>(job.training.global_batch_size) * job.training.seq_length / t /
+              job.num_gpus,
+          model_flops / t / job.num_gpus / 1e12};
+}
+
 void summarize_job(const PreparedJob& p, const ReplayResult& r, const DeviceMemoryOptions& device,
                    SimulateSummary& s) {
   const JobSpec& job = p.job;
@@ -64,9 +74,9 @@ void summarize_job(const PreparedJob& p, const ReplayResult& r, const DeviceMemo
   s.iteration_time = r.iteration_time;
   const double t = s.oom_text.empty() ? r.iteration_time.seconds() : 0;
   if (t > 0) {
-    s.tokens_per_s_per_gpu = static_cast<double>(job.training.global_batch_size) *
-                             job.training.seq_length / t / job.num_gpus;
-    s.model_tflops_per_gpu = s.model_flops / t / job.num_gpus / 1e12;
+    const Throughput x = throughput(job, s.model_flops, t);
+    s.tokens_per_s_per_gpu = x.tokens_per_s_per_gpu;
+    s.model_tflops_per_gpu = x.model_tflops_per_gpu;
     s.mfu = s.model_tflops_per_gpu * 1e12 / p.gpu.bf16_flops;
     if (s.fp8_peak_flops > 0) s.mfu_fp8 = s.model_tflops_per_gpu * 1e12 / s.fp8_peak_flops;
   }
@@ -78,6 +88,18 @@ void summarize_job(const PreparedJob& p, const ReplayResult& r, const DeviceMemo
   s.simulated_ranks = r.simulated_ranks;
   s.op_events = r.op_events;
   if (r.what_if) s.what_if = what_if_comparison(r);
+  if (r.past_oom && r.past_oom->iteration_time.seconds() > 0) {
+    // simulate_graph's replay with unlimited memory, in the job's terms.
+    const Throughput x = throughput(job, s.model_flops, r.past_oom->iteration_time.seconds());
+    PastOom past;
+    past.iteration_time = r.past_oom->iteration_time;
+    past.tokens_per_s_per_gpu = x.tokens_per_s_per_gpu;
+    past.mfu = x.model_tflops_per_gpu * 1e12 / p.gpu.bf16_flops;
+    for (std::size_t i = 0; i < r.past_oom->role_needed.size() && i < r.roles.size(); ++i)
+      past.roles.push_back({r.roles[i].name, r.past_oom->role_needed[i]});
+    past.capacity = r.past_oom->capacity;
+    s.past_oom = std::move(past);
+  }
 }
 
 // Each role's footprint, peak memory and (without an OOM) the breakdown of
@@ -176,7 +198,6 @@ Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions
   const ExecutionGraph& g = p.built.graph;
   const std::vector<Rank> reps = role_representatives(g);
   SimulationOptions traced = o;
-  traced.continue_past_oom = false;  // done below, with the job's summary
   traced.trace_ranks.insert(traced.trace_ranks.end(), reps.begin(), reps.end());
   std::sort(traced.trace_ranks.begin(), traced.trace_ranks.end());
   traced.trace_ranks.erase(std::unique(traced.trace_ranks.begin(), traced.trace_ranks.end()),
@@ -197,21 +218,6 @@ Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions
     return !std::binary_search(asked.begin(), asked.end(), rec.rank);
   });
   out.replay = std::move(result);
-  if (o.continue_past_oom && out.replay.outcome == ReplayResult::Outcome::kOutOfMemory) {
-    SimulationOptions unlimited = o;
-    unlimited.continue_past_oom = false;
-    unlimited.trace_ranks.clear();
-    unlimited.models.device.capacity = Bytes{0};  // no limit: what each role needs
-    unlimited.models.device.allocator.memory_fraction = 0;
-    PRISM_ASSIGN_OR_RETURN(const JobSimulation free, simulate_job(p, unlimited));
-    PastOom past;
-    past.iteration_time = free.summary.iteration_time;
-    past.tokens_per_s_per_gpu = free.summary.tokens_per_s_per_gpu;
-    past.mfu = free.summary.mfu;
-    for (const SimulateRole& r : free.summary.roles) past.roles.push_back({r.name, r.peak_device});
-    past.capacity = usable_capacity(o.models.device);
-    out.summary.past_oom = std::move(past);
-  }
   return out;
 }
 

@@ -29,10 +29,10 @@ struct SimulationOptions {
   ModelOptions models;
   bool fold = true;               // one representative per class of identical ranks
   std::vector<Rank> trace_ranks;  // ranks whose executed ops the result's trace holds
-  // After an out-of-memory replay, replay again with unlimited memory and
-  // keep what it needed and how long it took: simulate_graph in the
-  // result's past_oom, simulate_job in the summary's (the outcome stays out
-  // of memory).
+  // After an out-of-memory replay, simulate_graph replays again with
+  // unlimited memory and keeps what it needed and how long it took in the
+  // result's past_oom; simulate_job puts it in the summary's, in the job's
+  // terms (the outcome stays out of memory).
   bool continue_past_oom = false;
   // Perturbations (--straggler, --jitter): the replay runs perturbed, and
   // unperturbed too for the comparison in the result's what_if (simulate_job:
