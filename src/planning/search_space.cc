@@ -214,23 +214,23 @@ Result<std::vector<Recompute>> parse_recompute_list(std::string_view text,
 
 Result<SearchAxes> search_axes(const SearchAxesText& t, const JobSpec& job) {
   SearchAxes a;
-  auto ints = [](const std::optional<std::string>& text, std::string_view option,
-                 std::vector<int> fallback, std::vector<int>* out) -> Status {
+  // An option's list, parsed, or its fallback when it was not given.
+  auto list = [](auto parse, const std::optional<std::string>& text, std::string_view option,
+                 auto fallback, auto* out) -> Status {
     if (!text) {
       *out = std::move(fallback);
       return Status::ok();
     }
-    PRISM_ASSIGN_OR_RETURN(*out, parse_int_list(*text, option));
+    PRISM_ASSIGN_OR_RETURN(*out, parse(*text, option));
     return Status::ok();
   };
-  auto switches = [](const std::optional<std::string>& text, std::string_view option,
-                     std::vector<bool> fallback, std::vector<bool>* out) -> Status {
-    if (!text) {
-      *out = std::move(fallback);
-      return Status::ok();
-    }
-    PRISM_ASSIGN_OR_RETURN(*out, parse_switch_list(*text, option));
-    return Status::ok();
+  auto ints = [&](const std::optional<std::string>& text, std::string_view option,
+                  std::vector<int> fallback, std::vector<int>* out) {
+    return list(parse_int_list, text, option, std::move(fallback), out);
+  };
+  auto switches = [&](const std::optional<std::string>& text, std::string_view option,
+                      std::vector<bool> fallback, std::vector<bool>* out) {
+    return list(parse_switch_list, text, option, std::move(fallback), out);
   };
   std::vector<int> pp;
   for (int v = 1; v <= std::min(job.model.num_layers, job.num_gpus); ++v) pp.push_back(v);
