@@ -273,6 +273,7 @@ JobSpec apply_config(const JobSpec& base, const SearchConfig& c) {
   p.tensor_model_parallel_size = c.tp;
   p.pipeline_model_parallel_size = c.pp;
   p.virtual_pipeline_model_parallel_size = c.vpp;
+  p.num_layers_per_virtual_pipeline_stage = 0;  // the chunks are the config's vpp
   p.context_parallel_size = c.cp;
   p.expert_model_parallel_size = c.ep;
   p.sequence_parallel = c.sequence_parallel;

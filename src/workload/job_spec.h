@@ -127,6 +127,17 @@ struct ParallelSpec {
   // evenly. 0: an even split.
   int decoder_first_pipeline_num_layers = 0;
   int decoder_last_pipeline_num_layers = 0;
+  // Megatron's --num-layers-per-virtual-pipeline-stage: the interleaving
+  // given by layers per model chunk instead of chunks per stage;
+  // apply_job_defaults turns it into virtual_pipeline_model_parallel_size.
+  // 0: not given.
+  int num_layers_per_virtual_pipeline_stage = 0;
+  // Megatron-Core's --account-for-embedding-in-pipeline-split and
+  // --account-for-loss-in-pipeline-split: the embedding (the loss) counts as
+  // one layer of the even split, so the model's first (last) chunk holds one
+  // transformer layer fewer than the others. Not with the uneven split.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
 };
 
 struct JobSpec {
@@ -152,15 +163,18 @@ struct JobSpec {
   }
   int dp() const { return num_gpus / (tp() * pp() * cp()); }
   int expert_dp() const { return num_gpus / (etp() * ep() * pp()); }
+  // Transformer layers of model chunk `chunk` (0 to vpp - 1) of pipeline
+  // stage `stage`, as Megatron-Core's get_num_layers_to_build places them:
+  // the stage's share (even, uneven with decoder_first/last_pipeline_num_layers,
+  // or counting the embedding and loss as layers) split evenly over its chunks.
+  int layers_in_chunk(int stage, int chunk) const;
   // Transformer layers of pipeline stage `stage` (over all its model chunks).
-  int layers_on_stage(int stage) const {
-    const int first = parallelism.decoder_first_pipeline_num_layers;
-    const int last = parallelism.decoder_last_pipeline_num_layers;
-    if (pp() > 1 && stage == 0 && first > 0) return first;
-    if (pp() > 1 && stage == pp() - 1 && last > 0) return last;
-    const int fixed = (first > 0 ? 1 : 0) + (last > 0 ? 1 : 0);
-    if (pp() == fixed) return 0;
-    return (model.num_layers - first - last) / (pp() - fixed);
+  int layers_on_stage(int stage) const;
+  // The layers the even split divides over the stages: num_layers, plus one
+  // each for an embedding and a loss accounted for in the split.
+  int layers_in_split() const {
+    return model.num_layers + (parallelism.account_for_embedding_in_pipeline_split ? 1 : 0) +
+           (parallelism.account_for_loss_in_pipeline_split ? 1 : 0);
   }
   int num_microbatches() const {
     return training.global_batch_size / (training.micro_batch_size * dp());

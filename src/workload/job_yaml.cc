@@ -156,6 +156,12 @@ const std::vector<Field>& fields() {
             &P::decoder_first_pipeline_num_layers),
       field("parallelism", "decoder_last_pipeline_num_layers", &J::parallelism,
             &P::decoder_last_pipeline_num_layers),
+      field("parallelism", "num_layers_per_virtual_pipeline_stage", &J::parallelism,
+            &P::num_layers_per_virtual_pipeline_stage),
+      field("parallelism", "account_for_embedding_in_pipeline_split", &J::parallelism,
+            &P::account_for_embedding_in_pipeline_split),
+      field("parallelism", "account_for_loss_in_pipeline_split", &J::parallelism,
+            &P::account_for_loss_in_pipeline_split),
   };
   return kFields;
 }

@@ -93,7 +93,8 @@ void StageBuilder::forward(int chunk, int mb) {
     embedding(false);
     saved_[{chunk, mb, kEmbeddingItem}] = std::move(layer_);
   }
-  for (int l = 0; l < layers_per_chunk_; ++l) {
+  const int layers = chunk_layers_[chunk];
+  for (int l = 0; l < layers; ++l) {
     if (mb == 0 && job_.training.use_distributed_optimizer && job_.training.overlap_param_gather &&
         slots_.dp_cp >= 0) {
       const int bucket = bucket_of_layer_[chunk][l];
@@ -105,7 +106,7 @@ void StageBuilder::forward(int chunk, int mb) {
     layer_.clear();
     layer_["norm1_input"] = hidden_;
     pass_ = Pass::kForward;
-    layer_forward(output_name(l, layers_per_chunk_, has_output_peer(chunk)));
+    layer_forward(output_name(l, layers, has_output_peer(chunk)));
     saved_[{chunk, mb, l}] = std::move(layer_);
   }
   if (last_chunk_here(chunk)) {
@@ -142,7 +143,7 @@ void StageBuilder::backward(int chunk, int mb) {
     done_item();
   }
   const bool full = job_.training.recompute == Recompute::kFull;
-  for (int l = layers_per_chunk_ - 1; l >= 0; --l) {
+  for (int l = chunk_layers_[chunk] - 1; l >= 0; --l) {
     layer_ = take_saved(chunk, mb, l);
     if (full) {
       pass_ = Pass::kRecompute;
@@ -174,8 +175,10 @@ void StageBuilder::plan_buckets() {
   const std::int64_t embedding_params = x_.vocab * x_.h;
   buckets_.assign(v_, {});
   closes_after_.assign(v_, {});
-  bucket_of_layer_.assign(v_, std::vector<int>(layers_per_chunk_, -1));
+  bucket_of_layer_.assign(v_, {});
   for (int c = 0; c < v_; ++c) {
+    const int layers = chunk_layers_[c];
+    bucket_of_layer_[c].assign(layers, -1);
     std::vector<std::int64_t> dense_items, expert_items, dense_linear;
     if (last_chunk_here(c)) {
       // Output layer (its own weight; with tied embeddings, a copy when the
@@ -187,7 +190,7 @@ void StageBuilder::plan_buckets() {
       expert_items.push_back(0);
       dense_linear.push_back(0);
     }
-    for (int l = 0; l < layers_per_chunk_; ++l) {
+    for (int l = 0; l < layers; ++l) {
       dense_items.push_back(lp_.dense);
       expert_items.push_back(lp_.expert);
       dense_linear.push_back(lp_.linear - lp_.expert);
@@ -207,8 +210,8 @@ void StageBuilder::plan_buckets() {
         open_linear += expert ? items[i] : dense_linear[i];
         const int layer = static_cast<int>(i) - (has_output ? 1 : 0);
         const int bucket_id = num_buckets_ + static_cast<int>(buckets_[c].size());
-        if (!expert && layer >= 0 && layer < layers_per_chunk_)
-          bucket_of_layer_[c][layers_per_chunk_ - 1 - layer] = bucket_id;
+        if (!expert && layer >= 0 && layer < layers)
+          bucket_of_layer_[c][layers - 1 - layer] = bucket_id;
         if (open > 0 && (open >= limit || i + 1 == items.size())) {
           buckets_[c].push_back({open, expert, open_linear});
           closes_after_[c][i].push_back(static_cast<int>(buckets_[c].size()) - 1);
@@ -318,7 +321,8 @@ void StageBuilder::finish_iteration() {
 Role StageBuilder::build(RoleFootprint* footprint) {
   // validate_job() leaves every chunk at least one layer, which the hidden
   // state's chain of allocations relies on.
-  PRISM_CHECK(layers_per_chunk_ > 0, "a model chunk without layers");
+  PRISM_CHECK(*std::min_element(chunk_layers_.begin(), chunk_layers_.end()) > 0,
+              "a model chunk without layers");
   plan_buckets();
   const TrainingSpec& tr = job_.training;
   std::int64_t params = 0, opt = 0;
@@ -334,7 +338,8 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   optimizer_params_ = opt;
   // Weights in bf16, but the TE linear layers' in FP8 with fp8_param_gather;
   // under fp8, TE's cached FP8 copies of those besides (linear_weight_bytes).
-  const std::int64_t linear_params = std::int64_t{layers_per_chunk_} * v_ * lp_.linear;
+  const int stage_layers = job_.layers_on_stage(stage_);
+  const std::int64_t linear_params = std::int64_t{stage_layers} * lp_.linear;
   const std::int64_t primary =
       params * kBf16 - (tr.fp8_param_gather ? (kBf16 - 1) * linear_params : 0);
   const std::int64_t fp8_cache = linear_weight_bytes(job_, linear_params) -
@@ -342,7 +347,7 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   const std::int64_t weights = primary + fp8_cache;
   footprint->parameters = params;
   footprint->optimizer_params = opt;
-  footprint->num_layers = layers_per_chunk_ * v_;
+  footprint->num_layers = stage_layers;
   footprint->activation_bytes_per_layer = Bytes{activation_bytes(job_, x_, x_.moe)};
   footprint->model_state_bytes = Bytes{weights + params * x_.grad_bytes + opt * 3 * kFp32};
 

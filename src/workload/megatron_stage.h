@@ -106,7 +106,7 @@ class StageBuilder {
         v_(job.vpp()),
         uses_(*uses),
         b_("stage" + std::to_string(stage), stage_streams(x_)) {
-    layers_per_chunk_ = job.layers_on_stage(stage) / v_;
+    for (int c = 0; c < v_; ++c) chunk_layers_.push_back(job.layers_in_chunk(stage, c));
     lp_ = layer_params(job, x_);
     JobSpec no_recompute = job;
     no_recompute.training.recompute = Recompute::kNone;
@@ -231,7 +231,7 @@ class StageBuilder {
   SlotIds slots_;
   Dims x_;
   int stage_, p_, v_;
-  int layers_per_chunk_ = 0;
+  std::vector<int> chunk_layers_;  // transformer layers of each model chunk
   LayerParams lp_;
   std::map<std::string, KernelUse>& uses_;
   RoleBuilder b_;

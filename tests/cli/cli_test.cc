@@ -373,6 +373,10 @@ std::vector<Case> cases() {
       // The shipped MoE example fits out of the box (issue 25).
       {"simulate_mixtral_example",
        {"simulate", "examples/jobs/mixtral-8x7b-h100-256.yaml", "--no-kernel-db"}},
+      // Megatron-Bridge's 405B layout (issue 24): the embedding and the loss
+      // counted in the pipeline split, interleaved.
+      {"simulate_llama405b_example",
+       {"simulate", "examples/jobs/llama3.1-405b-h100-1024.yaml", "--no-kernel-db"}},
       {"error_simulate_alloc_conf", {"simulate", kJob, "--alloc-conf", "max_split_size_mb:16"}},
       {"error_simulate_alloc_conf_backend",
        {"simulate", kJob, "--alloc-conf", "backend:cudaMallocAsync"}},

@@ -715,6 +715,55 @@ TEST(MegatronProperty, RandomJobsReplayFoldAndBalanceMemory) {
   EXPECT_EQ(coverage.size(), 12u);
 }
 
+// Layers placed as Megatron-Core's get_num_layers_to_build places them: the
+// uneven split with interleaving, the embedding and loss counted as layers,
+// layers per virtual stage. Each stage runs a qkv GEMM per layer and
+// micro-batch, holds its layers' parameters (the replica adds up), and the
+// graph replays, folds and balances its memory like any other.
+TEST(MegatronBuild, PlacesLayersAsMegatronCoreDoes) {
+  const std::string model =
+      "model: {num_layers: 14, hidden_size: 512, num_attention_heads: 8, vocab_size: 5000}\n";
+  const std::string training = "training: {seq_length: 512, global_batch_size: 4}\n";
+  struct Case {
+    std::string parallelism;
+    std::vector<int> layers;  // per stage
+  };
+  const Case cases[] = {
+      {"{pipeline_model_parallel_size: 4, virtual_pipeline_model_parallel_size: 2,\n"
+       "  decoder_first_pipeline_num_layers: 2, decoder_last_pipeline_num_layers: 4}",
+       {2, 4, 4, 4}},
+      {"{pipeline_model_parallel_size: 4, virtual_pipeline_model_parallel_size: 2,\n"
+       "  account_for_embedding_in_pipeline_split: true,\n"
+       "  account_for_loss_in_pipeline_split: true}",
+       {3, 4, 4, 3}},
+      {"{pipeline_model_parallel_size: 3, account-for-embedding-in-pipeline-split: true}",
+       {4, 5, 5}},
+      {"{pipeline_model_parallel_size: 2, num_layers_per_virtual_pipeline_stage: 2,\n"
+       "  account_for_loss_in_pipeline_split: true, account_for_embedding_in_pipeline_split: "
+       "true}",
+       {7, 7}},
+  };
+  for (const Case& c : cases) {
+    const std::string yaml = model + training + "parallelism: " + c.parallelism + "\n" +
+                             cluster(static_cast<int>(c.layers.size()));
+    SCOPED_TRACE(yaml);
+    const JobSpec job = parse(yaml);
+    ASSERT_EQ(job.pp(), static_cast<int>(c.layers.size()));
+    const BuiltJob b = build(job);
+    for (int stage = 0; stage < job.pp(); ++stage) {
+      EXPECT_EQ(job.layers_on_stage(stage), c.layers[stage]) << "stage " << stage;
+      EXPECT_EQ(b.roles[stage].num_layers, c.layers[stage]) << "stage " << stage;
+      const Role& role = b.graph.roles[stage];
+      const auto qkv = std::count_if(role.ops.begin(), role.ops.end(), [&](const Op& op) {
+        return op.kind == OpKind::kCompute && role.names[op.name] == "qkv_fwd";
+      });
+      EXPECT_EQ(qkv, c.layers[stage] * job.num_microbatches()) << "stage " << stage;
+    }
+    EXPECT_EQ(replica_parameters(b, 1), expected_replica_parameters(job));
+    check_random_job(job, yaml);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Kernels: the list covers every compute op once per signature.
 
