@@ -30,6 +30,12 @@ constexpr std::array<std::pair<Recompute, std::string_view>, 3> kRecomputeNames{
     {Recompute::kFull, "full"},
 }};
 
+constexpr std::array<std::pair<RecomputeMethod, std::string_view>, 3> kRecomputeMethodNames{{
+    {RecomputeMethod::kUnset, "unset"},
+    {RecomputeMethod::kUniform, "uniform"},
+    {RecomputeMethod::kBlock, "block"},
+}};
+
 constexpr std::array<std::pair<AttentionBackend, std::string_view>, 5> kAttentionBackendNames{{
     {AttentionBackend::kAuto, "auto"},
     {AttentionBackend::kFlash, "flash"},
@@ -489,6 +495,30 @@ Status validate_dropout(const ModelSpec& m) {
   return Status::ok();
 }
 
+// Megatron's TransformerConfig rules for --recompute-method and
+// --recompute-num-layers: both belong to full recompute.
+Status validate_recompute(const TrainingSpec& t) {
+  const bool full = t.recompute == Recompute::kFull;
+  if (t.recompute_method != RecomputeMethod::kUnset && !full)
+    return fail("training.recompute_method",
+                fmt::format("{} needs training.recompute full (got {}; Megatron's rule: the "
+                            "method places whole-layer recompute)",
+                            to_string(t.recompute_method), to_string(t.recompute)));
+  if (t.recompute_num_layers < 0)
+    return fail("training.recompute_num_layers",
+                fmt::format("{} must be at least 1", t.recompute_num_layers));
+  if (t.recompute_num_layers > 0 && !full)
+    return fail("training.recompute_num_layers",
+                fmt::format("needs training.recompute full (got {}; Megatron's rule: selective "
+                            "recompute re-runs modules, not layers)",
+                            to_string(t.recompute)));
+  if (t.recompute_method == RecomputeMethod::kBlock && t.recompute_num_layers == 0)
+    return fail("training.recompute_num_layers",
+                "must be given with training.recompute_method block (the layers of each model "
+                "chunk that are recomputed)");
+  return Status::ok();
+}
+
 Status validate_training(const JobSpec& j) {
   const TrainingSpec& t = j.training;
   if (t.precision == Precision::kFp8 && j.cluster.arch != GpuArch::kHopper &&
@@ -516,7 +546,7 @@ Status validate_training(const JobSpec& j) {
   if (t.overlap_param_gather && !t.overlap_grad_reduce)
     return fail("training.overlap_param_gather",
                 "needs training.overlap_grad_reduce (Megatron's rule)");
-  return Status::ok();
+  return validate_recompute(t);
 }
 
 // Keeps count_parameters() and the FLOP count far from int64 overflow.
@@ -545,6 +575,9 @@ std::string_view to_string(Precision p) {
 }
 std::string_view to_string(Recompute r) {
   return internal::enum_name(r, kRecomputeNames);
+}
+std::string_view to_string(RecomputeMethod m) {
+  return internal::enum_name(m, kRecomputeMethodNames);
 }
 std::string_view to_string(AttentionBackend a) {
   return internal::enum_name(a, kAttentionBackendNames);

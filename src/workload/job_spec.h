@@ -25,6 +25,12 @@ enum class Activation : std::uint8_t { kGelu, kSwiglu, kSquaredRelu };
 enum class Normalization : std::uint8_t { kLayerNorm, kRmsNorm };
 enum class Precision : std::uint8_t { kBf16, kFp8 };
 enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+// Megatron's --recompute-method, with full recompute: uniform checkpoints the
+// input of every group of recompute_num_layers consecutive layers of a model
+// chunk and re-runs the whole group in the backward; block re-runs the first
+// recompute_num_layers layers of each chunk and keeps the others'
+// activations. kUnset: not given (full recompute is then uniform, 1 layer).
+enum class RecomputeMethod : std::uint8_t { kUnset, kUniform, kBlock };
 // Megatron's --attention-backend. flash, fused (cuDNN) and auto run a fused
 // flash-style kernel; unfused and local run Megatron's own
 // DotProductAttention: two batched GEMMs around a materialized softmax, as
@@ -42,6 +48,7 @@ std::string_view to_string(Activation a);
 std::string_view to_string(Normalization n);
 std::string_view to_string(Precision p);
 std::string_view to_string(Recompute r);
+std::string_view to_string(RecomputeMethod m);
 std::string_view to_string(AttentionBackend a);
 std::string_view to_string(Fp8Recipe r);
 std::string_view to_string(CrossEntropyFusionImpl c);
@@ -93,7 +100,9 @@ struct TrainingSpec {
   int micro_batch_size = 1;
   int global_batch_size = 0;  // 0: micro_batch_size * dp (one micro-batch per rank)
   Precision precision = Precision::kBf16;
-  Recompute recompute = Recompute::kNone;
+  Recompute recompute = Recompute::kNone;  // Megatron's --recompute-granularity (none: not given)
+  RecomputeMethod recompute_method = RecomputeMethod::kUnset;
+  int recompute_num_layers = 0;  // 0: not given (uniform: 1)
   AttentionBackend attention_backend = AttentionBackend::kAuto;
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;

@@ -66,10 +66,17 @@ void StageBuilder::wait(std::uint16_t stream, std::string_view event) {
   b_.wait(stream, event, "event");
 }
 
-// The hidden state a layer of `chunk` hands on: the next layer's input, or
-// for the last layer what leaves the chunk.
-static std::string_view output_name(int layer, int layers, bool has_output_peer) {
-  if (layer + 1 < layers) return "act.norm1_input";
+// The hidden state a layer of `chunk` hands on: the next layer's input (kept
+// for its backward or, inside a recompute group, dropped after its forward),
+// or for the last layer what leaves the chunk.
+static bool keeps_input(const std::vector<ActivationTensor>& kept) {
+  return std::any_of(kept.begin(), kept.end(),
+                     [](const ActivationTensor& t) { return t.name == "norm1_input"; });
+}
+
+static std::string_view output_name(int layer, int layers, bool has_output_peer,
+                                    bool next_keeps_it) {
+  if (layer + 1 < layers) return next_keeps_it ? "act.norm1_input" : "norm1_input";
   return has_output_peer ? "pp_send_activation" : "act.final_norm_input";
 }
 
@@ -106,9 +113,12 @@ void StageBuilder::forward(int chunk, int mb) {
     layer_.clear();
     layer_["norm1_input"] = hidden_;
     pass_ = Pass::kForward;
-    layer_forward(output_name(l, layers, has_output_peer(chunk)));
+    keeping_ = &kept_by(chunk, l);
+    const bool next_keeps_input = l + 1 < layers && keeps_input(kept_by(chunk, l + 1));
+    layer_forward(output_name(l, layers, has_output_peer(chunk), next_keeps_input));
     saved_[{chunk, mb, l}] = std::move(layer_);
   }
+  keeping_ = &kept_;
   if (last_chunk_here(chunk)) {
     layer_.clear();
     output_layer(false);
@@ -142,17 +152,21 @@ void StageBuilder::backward(int chunk, int mb) {
     output_layer(true);
     done_item();
   }
-  const bool full = job_.training.recompute == Recompute::kFull;
   for (int l = chunk_layers_[chunk] - 1; l >= 0; --l) {
-    layer_ = take_saved(chunk, mb, l);
-    if (full) {
-      pass_ = Pass::kRecompute;
-      layer_forward("recomputed.layer_output");
+    const LayerRecompute r = layer_recompute(job_.training, l, chunk_layers_[chunk]);
+    if (r.recomputed && l == r.last) recompute_group(chunk, mb, r.first, r.last);
+    if (r.recomputed) {
+      layer_ = std::move(regrown_.at(l));
+      regrown_.erase(l);
+    } else {
+      layer_ = take_saved(chunk, mb, l);
     }
+    keeping_ = &kept_by(chunk, l);
     layer_backward(l == 0 && has_input_peer(chunk) ? "pp_send_grad" : "grad.norm1_input");
     pass_ = Pass::kForward;
     done_item();
   }
+  keeping_ = &kept_;
   if (first_chunk_here(chunk)) {
     layer_ = take_saved(chunk, mb, kEmbeddingItem);
     embedding(true);
@@ -165,6 +179,26 @@ void StageBuilder::backward(int chunk, int mb) {
     free(grad_.op, grad_.record_streams | stream_bit(kSendBwd));
   }
   grad_ = {};
+}
+
+// Megatron-Core's checkpointed forward, re-run under autograd: the group's
+// first layer starts from its kept input, each later one from the re-made
+// output before it, which becomes that layer's input (released by its
+// backward); the last layer's output is freed after the group's first
+// backward.
+void StageBuilder::recompute_group(int chunk, int mb, int first, int last) {
+  pass_ = Pass::kRecompute;
+  int input = -1;
+  for (int l = first; l <= last; ++l) {
+    layer_ = take_saved(chunk, mb, l);
+    if (l > first) layer_["norm1_input"] = {input, 0};
+    layer_forward("recomputed.layer_output");
+    if (l < last) {
+      input = recomputed_output_;
+      recomputed_output_ = -1;
+    }
+    regrown_[l] = std::move(layer_);
+  }
 }
 
 // Megatron's DDP buckets: parameters in backward order, a bucket closing once
@@ -348,7 +382,14 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   footprint->parameters = params;
   footprint->optimizer_params = opt;
   footprint->num_layers = stage_layers;
-  footprint->activation_bytes_per_layer = Bytes{activation_bytes(job_, x_, x_.moe)};
+  // Per layer on average: under full recompute's block method the stage's
+  // layers keep different amounts.
+  std::int64_t kept_bytes = 0;
+  for (int c = 0; c < v_; ++c) {
+    for (int l = 0; l < chunk_layers_[c]; ++l)
+      for (const ActivationTensor& t : kept_by(c, l)) kept_bytes += t.bytes;
+  }
+  footprint->activation_bytes_per_layer = Bytes{kept_bytes / stage_layers};
   footprint->model_state_bytes = Bytes{weights + params * x_.grad_bytes + opt * 3 * kFp32};
 
   alloc(primary, "weights");

@@ -171,6 +171,15 @@ std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims&
   return t;
 }
 
+LayerRecompute layer_recompute(const TrainingSpec& t, int layer, int layers) {
+  if (t.recompute != Recompute::kFull) return {false, layer, layer};
+  const int n = std::max(t.recompute_num_layers, 1);
+  if (t.recompute_method == RecomputeMethod::kBlock)
+    return {layer < n, layer, layer};  // the first n layers of the chunk
+  const int first = layer / n * n;     // uniform: groups of n
+  return {true, first, std::min(first + n, layers) - 1};
+}
+
 std::int64_t activation_bytes(const JobSpec& job, const Dims& x, bool moe_layer) {
   std::int64_t sum = 0;
   for (const ActivationTensor& t : activation_tensors(job, x, moe_layer)) sum += t.bytes;

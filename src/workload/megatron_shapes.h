@@ -76,6 +76,16 @@ LayerParams layer_params(const JobSpec& job, const Dims& x);
 std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims& x, bool moe_layer);
 // Their sum.
 std::int64_t activation_bytes(const JobSpec& job, const Dims& x, bool moe_layer);
+// How full recompute treats layer `layer` (0-based) of a model chunk of
+// `layers` layers, as Megatron-Core's TransformerBlock._checkpointed_forward
+// does: recomputed layers form groups [first, last] whose first layer keeps
+// its input and whose forward is re-run as a whole before the group's
+// backward; a layer that is not recomputed keeps all its activations.
+struct LayerRecompute {
+  bool recomputed = false;
+  int first = 0, last = 0;  // the layer's group (itself when not recomputed)
+};
+LayerRecompute layer_recompute(const TrainingSpec& t, int layer, int layers);
 // Stage `rank`'s (forward?, chunk, micro-batch) steps in execution order.
 std::vector<Step> pipeline_schedule(int p, int v, int m, int rank);
 // Megatron-Core's expert groups: `which` is 0 (etp), 1 (ep) or 2 (edp).

@@ -150,6 +150,10 @@ class StageBuilder {
     if (alloc_op >= 0) free(alloc_op);
   }
   bool is_kept(std::string_view tensor) const;
+  // What layer `layer` of `chunk` keeps for its backward: the job's list, or
+  // under full recompute its input (the first layer of a recompute group),
+  // nothing (the group's others) or everything (block's other layers).
+  const std::vector<ActivationTensor>& kept_by(int chunk, int layer) const;
   std::string tensor_name(std::string_view tensor) const;
   // Allocates `tensor` of activation_tensors() for the current layer, named
   // by the pass (kept "act.", recomputed "recomputed.", else a transient).
@@ -219,6 +223,9 @@ class StageBuilder {
 
   void forward(int chunk, int mb);
   void backward(int chunk, int mb);
+  // Full recompute: re-runs the forward of layers first..last of `chunk`
+  // (their group), leaving each one's tensors in regrown_.
+  void recompute_group(int chunk, int mb, int first, int last);
   void plan_buckets();
   void bucket_ready(int chunk, int item);
   int bucket_slot(const Bucket& bucket) const;
@@ -246,6 +253,9 @@ class StageBuilder {
   static constexpr int kOutputItem = -2;
   enum class Pass { kForward, kRecompute };
   std::vector<ActivationTensor> kept_, all_tensors_;
+  const std::vector<ActivationTensor> nothing_;
+  const std::vector<ActivationTensor>* keeping_ = &kept_;  // the current layer's kept_by()
+  std::map<int, HeldTensors> regrown_;  // full recompute: the re-run group's layers
   std::map<std::tuple<int, int, int>, HeldTensors> saved_;
   HeldTensors layer_;
   Pass pass_ = Pass::kForward;

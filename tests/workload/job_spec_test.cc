@@ -308,6 +308,30 @@ INSTANTIATE_TEST_SUITE_P(
                   "cluster.num_gpus: 60 is not a whole number of 8-GPU nodes (cluster.node.gpus)"},
         Rejection{"too many", [](JobSpec* j) { j->num_gpus = 128; },
                   "cluster.num_gpus: 128 GPUs do not fit in the cluster's 64 (8 nodes)"},
+        Rejection{"recompute method without full",
+                  [](JobSpec* j) {
+                    j->training.recompute = Recompute::kSelective;
+                    j->training.recompute_method = RecomputeMethod::kUniform;
+                  },
+                  "training.recompute_method: uniform needs training.recompute full (got "
+                  "selective; Megatron's rule: the method places whole-layer recompute)"},
+        Rejection{"recompute layers without full",
+                  [](JobSpec* j) { j->training.recompute_num_layers = 2; },
+                  "training.recompute_num_layers: needs training.recompute full (got none; "
+                  "Megatron's rule: selective recompute re-runs modules, not layers)"},
+        Rejection{"recompute layers negative",
+                  [](JobSpec* j) {
+                    j->training.recompute = Recompute::kFull;
+                    j->training.recompute_num_layers = -1;
+                  },
+                  "training.recompute_num_layers: -1 must be at least 1"},
+        Rejection{"recompute block without layers",
+                  [](JobSpec* j) {
+                    j->training.recompute = Recompute::kFull;
+                    j->training.recompute_method = RecomputeMethod::kBlock;
+                  },
+                  "training.recompute_num_layers: must be given with training.recompute_method "
+                  "block (the layers of each model chunk that are recomputed)"},
         Rejection{"uneven negative",
                   [](JobSpec* j) { j->parallelism.decoder_first_pipeline_num_layers = -1; },
                   "parallelism.decoder_first_pipeline_num_layers: -1 must be at least 0"},

@@ -24,6 +24,7 @@
 #include "net/flow_network.h"
 #include "replay/replay.h"
 #include "workload/job_yaml.h"
+#include "workload/megatron_shapes.h"
 #include "workload/model_stats.h"
 
 #include "megatron_test_util.h"
@@ -762,6 +763,75 @@ TEST(MegatronBuild, PlacesLayersAsMegatronCoreDoes) {
     EXPECT_EQ(replica_parameters(b, 1), expected_replica_parameters(job));
     check_random_job(job, yaml);
   }
+}
+
+// Megatron-Core's _checkpointed_forward: uniform groups of n layers (the
+// last one shorter), block's first n layers of a chunk.
+TEST(MegatronRecompute, LayerGroups) {
+  TrainingSpec t;
+  EXPECT_FALSE(megatron::layer_recompute(t, 3, 8).recomputed);
+  t.recompute = Recompute::kFull;  // uniform, 1 layer
+  for (int l = 0; l < 8; ++l) {
+    const megatron::LayerRecompute r = megatron::layer_recompute(t, l, 8);
+    EXPECT_TRUE(r.recomputed);
+    EXPECT_EQ(r.first, l);
+    EXPECT_EQ(r.last, l);
+  }
+  t.recompute_method = RecomputeMethod::kUniform;
+  t.recompute_num_layers = 3;
+  const megatron::LayerRecompute mid = megatron::layer_recompute(t, 4, 8);
+  EXPECT_EQ(mid.first, 3);
+  EXPECT_EQ(mid.last, 5);
+  const megatron::LayerRecompute tail = megatron::layer_recompute(t, 7, 8);
+  EXPECT_EQ(tail.first, 6);
+  EXPECT_EQ(tail.last, 7);
+  t.recompute_method = RecomputeMethod::kBlock;
+  EXPECT_TRUE(megatron::layer_recompute(t, 2, 8).recomputed);
+  EXPECT_FALSE(megatron::layer_recompute(t, 3, 8).recomputed);
+}
+
+// Each recompute method builds a graph that replays, folds and balances its
+// memory; recomputed layers re-run their forward once per micro-batch (a
+// second qkv GEMM) and the kept bytes per layer fall between no recompute
+// and full recompute of every layer.
+TEST(MegatronRecompute, MethodsReplayAndKeepWhatTheyShould) {
+  const std::string base =
+      "model: {num_layers: 8, hidden_size: 512, num_attention_heads: 8, vocab_size: 5000}\n"
+      "parallelism: {pipeline_model_parallel_size: 2, virtual_pipeline_model_parallel_size: 2}\n" +
+      cluster(2);
+  struct Case {
+    std::string training;
+    int recomputed_per_chunk;  // of the 2 layers in each chunk
+  };
+  const Case cases[] = {
+      {"{recompute: none}", 0},
+      {"{recompute: full}", 2},
+      {"{recompute: full, recompute_method: uniform, recompute_num_layers: 2}", 2},
+      {"{recompute: full, recompute_method: block, recompute_num_layers: 1}", 1},
+      {"{recompute: full, recompute_method: block, recompute_num_layers: 4}", 2},
+  };
+  std::vector<std::int64_t> per_layer;
+  for (const Case& c : cases) {
+    const std::string yaml =
+        base + "training: {seq_length: 512, global_batch_size: 4, " + c.training.substr(1) + "\n";
+    SCOPED_TRACE(yaml);
+    const JobSpec job = parse(yaml);
+    const BuiltJob b = build(job);
+    for (int stage = 0; stage < 2; ++stage) {
+      const Role& role = b.graph.roles[stage];
+      const auto qkv = std::count_if(role.ops.begin(), role.ops.end(), [&](const Op& op) {
+        return op.kind == OpKind::kCompute && role.names[op.name] == "qkv_fwd";
+      });
+      EXPECT_EQ(qkv, (4 + 2 * c.recomputed_per_chunk) * job.num_microbatches()) << stage;
+    }
+    per_layer.push_back(b.roles[0].activation_bytes_per_layer.count);
+    check_random_job(job, yaml);
+  }
+  const std::int64_t none = per_layer[0], full = per_layer[1];
+  EXPECT_LT(full, none);
+  EXPECT_EQ(per_layer[2], full / 2);           // one input per group of two
+  EXPECT_EQ(per_layer[3], (none + full) / 2);  // one of the two layers of a chunk
+  EXPECT_EQ(per_layer[4], full);               // block covering the whole chunk
 }
 
 // ---------------------------------------------------------------------------
