@@ -280,6 +280,12 @@ JobSpec apply_config(const JobSpec& base, const SearchConfig& c) {
   TrainingSpec& t = j.training;
   t.micro_batch_size = c.mbs;
   t.recompute = c.recompute;
+  if (c.recompute != base.training.recompute) {
+    // The job's method belongs to its own recompute: a searched one starts
+    // from Megatron's (uniform, one layer).
+    t.recompute_method = RecomputeMethod::kUnset;
+    t.recompute_num_layers = 0;
+  }
   t.use_distributed_optimizer = c.distributed_optimizer;
   t.overlap_grad_reduce = c.overlap_grad_reduce;
   t.overlap_param_gather = c.overlap_param_gather;
