@@ -546,6 +546,16 @@ Status validate_training(const JobSpec& j) {
   if (t.overlap_param_gather && !t.overlap_grad_reduce)
     return fail("training.overlap_param_gather",
                 "needs training.overlap_grad_reduce (Megatron's rule)");
+  // Megatron's validate_args: "Tensor parallel communication/GEMM overlap
+  // can happen only when sequence parallelism is enabled".
+  if (j.parallelism.tp_comm_overlap && j.tp() == 1)
+    return fail("parallelism.tp_comm_overlap",
+                "needs parallelism.tensor_model_parallel_size > 1 (got 1): it overlaps the "
+                "tensor-parallel collectives");
+  if (j.parallelism.tp_comm_overlap && !j.parallelism.sequence_parallel)
+    return fail("parallelism.tp_comm_overlap",
+                "needs parallelism.sequence_parallel (Megatron's rule: the overlap replaces "
+                "sequence parallelism's all-gathers and reduce-scatters)");
   return validate_recompute(t);
 }
 
@@ -676,7 +686,8 @@ Status validate_program_job(const JobSpec& j) {
        p.num_layers_per_virtual_pipeline_stage != 0},
       {"parallelism.account_for_embedding_in_pipeline_split",
        p.account_for_embedding_in_pipeline_split},
-      {"parallelism.account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split}};
+      {"parallelism.account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split},
+      {"parallelism.tp_comm_overlap", p.tp_comm_overlap}};
   for (const auto& [field, given] : layer_fields) {
     if (given)
       return fail(

@@ -147,6 +147,16 @@ struct ParallelSpec {
   // transformer layer fewer than the others. Not with the uneven split.
   bool account_for_embedding_in_pipeline_split = false;
   bool account_for_loss_in_pipeline_split = false;
+  // Megatron's --tp-comm-overlap: Transformer Engine's userbuffers overlap
+  // the TP all-gathers and reduce-scatters (sequence parallel) with the
+  // GEMMs beside them; the four switches are Megatron's
+  // --disable-tp-comm-overlap-ag/-rs and --disable-tp-comm-bulk-dgrad/-wgrad
+  // (TransformerConfig's tp_comm_overlap_ag, ...; on by default).
+  bool tp_comm_overlap = false;
+  bool tp_comm_overlap_ag = true;
+  bool tp_comm_overlap_rs = true;
+  bool tp_comm_bulk_dgrad = true;
+  bool tp_comm_bulk_wgrad = true;
 };
 
 struct JobSpec {

@@ -166,6 +166,11 @@ const std::vector<Field>& fields() {
             &P::account_for_embedding_in_pipeline_split),
       field("parallelism", "account_for_loss_in_pipeline_split", &J::parallelism,
             &P::account_for_loss_in_pipeline_split),
+      field("parallelism", "tp_comm_overlap", &J::parallelism, &P::tp_comm_overlap),
+      field("parallelism", "tp_comm_overlap_ag", &J::parallelism, &P::tp_comm_overlap_ag),
+      field("parallelism", "tp_comm_overlap_rs", &J::parallelism, &P::tp_comm_overlap_rs),
+      field("parallelism", "tp_comm_bulk_dgrad", &J::parallelism, &P::tp_comm_bulk_dgrad),
+      field("parallelism", "tp_comm_bulk_wgrad", &J::parallelism, &P::tp_comm_bulk_wgrad),
   };
   return kFields;
 }

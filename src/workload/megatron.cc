@@ -20,7 +20,7 @@ namespace megatron {
 
 // A kernel's time is looked up (database or curve) once per distinct
 // signature of the job; later uses reuse it.
-void StageBuilder::kernel(const Kernel& k, std::string_view name) {
+SimTime StageBuilder::kernel_time(const Kernel& k) {
   std::string sig = signature(k);
   auto [it, first_use] = uses_.try_emplace(sig);
   KernelUse& use = it->second;
@@ -30,7 +30,11 @@ void StageBuilder::kernel(const Kernel& k, std::string_view name) {
     use.measured = km_.measured(k);
   }
   ++use.count;
-  b_.compute(kCompute, use.time, name);
+  return use.time;
+}
+
+void StageBuilder::kernel(const Kernel& k, std::string_view name) {
+  b_.compute(kCompute, kernel_time(k), name);
 }
 
 void StageBuilder::gemm_fwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name,
@@ -393,6 +397,7 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   footprint->model_state_bytes = Bytes{weights + params * x_.grad_bytes + opt * 3 * kFp32};
 
   alloc(primary, "weights");
+  if (x_.ub) alloc(userbuffer_bytes(x_), "tp_comm_userbuffers");
   if (fp8_cache > 0) alloc(fp8_cache, "fp8_weight_cache");
   alloc(params * x_.grad_bytes, "grad_buffer");
   alloc(opt * 3 * kFp32, "optimizer_state");
@@ -431,6 +436,10 @@ Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels) 
     return static_cast<int>(g.slots.size() - 1);
   };
   if (job.tp() > 1) s.tp = add(CommSlot::grid_group("tp", {0}));
+  if (megatron::make_dims(job).ub) {
+    s.tp_next = add(CommSlot::grid_peer("tp_next", 0, 1, true));
+    s.tp_prev = add(CommSlot::grid_peer("tp_prev", 0, -1, true));
+  }
   if (job.cp() > 1) {
     s.cp = add(CommSlot::grid_group("cp", {1}));
     s.cp_next = add(CommSlot::grid_peer("cp_next", 1, 1, true));

@@ -181,17 +181,26 @@ static std::string_view activation_name(Activation a) {
 int StageBuilder::mlp_forward(const MlpShape& m) {
   const std::string p(m.prefix);
   const std::int64_t rows = m.tokens * m.batch;
+  const bool ub = userbuffers(m);
   int gathered = -1;
-  if (m.tensor_parallel) {
+  if (m.tensor_parallel && !(ub && x_.ub_ag)) {
     gathered = gathered_input(p + "fc1_input");
     tp_input_fwd();
   }
   save(p + "fc1_output");
-  gemm_fwd(m.tokens, m.f_out, x_.h, p + "fc1_fwd", m.batch);
+  if (ub && x_.ub_ag) {
+    ring_all_gather_gemm(m.tokens, m.f_out, x_.h, "fc1_fwd");
+  } else {
+    gemm_fwd(m.tokens, m.f_out, x_.h, p + "fc1_fwd", m.batch);
+  }
   free_transient(gathered);
   save(p + "act_output");
   mem(fmt::format("{}_fwd", activation_name(job_.model.activation)),
       kBf16 * rows * (m.f_out + m.f_in));
+  if (ub && x_.ub_rs) {  // FC2's partial sums stay in the userbuffer
+    gemm_pipelined_reduce_scatter(m.tokens, x_.h, m.f_in, "fc2_fwd", kFc2FpropSms);
+    return -1;
+  }
   int out = alloc(kBf16 * rows * x_.h, p + "fc2_output");
   gemm_fwd(m.tokens, x_.h, m.f_in, p + "fc2_fwd", m.batch);
   if (m.tensor_parallel) {
@@ -210,11 +219,21 @@ int StageBuilder::mlp_forward(const MlpShape& m) {
 int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
   const std::string p(m.prefix);
   const std::int64_t rows = m.tokens * m.batch;
-  // The block output's gradient, all-gathered with SP.
-  if (grad_output < 0) grad_output = alloc(kBf16 * rows * x_.h, "grad." + p + "fc2_output");
-  if (m.tensor_parallel) tp_output_bwd();
+  const bool ub = userbuffers(m);
+  // The block output's gradient, all-gathered with SP (into the userbuffer,
+  // which keeps the gathered copy, with the ring-exchange overlap).
+  if (grad_output < 0) {
+    const std::int64_t grad_rows = ub && x_.ub_ag ? x_.Tsp : rows;
+    grad_output = alloc(kBf16 * grad_rows * x_.h, "grad." + p + "fc2_output");
+  }
   const int grad_act = alloc(kBf16 * rows * m.f_in, "grad." + p + "act_output");
-  gemm_bwd(m.tokens, x_.h, m.f_in, p + "fc2_dgrad", p + "fc2_wgrad", m.batch);
+  if (ub && x_.ub_ag) {
+    ring_all_gather_gemm(m.tokens, m.f_in, x_.h, "fc2_dgrad");
+    kernel(gemm(m.f_in, x_.h, m.tokens, x_.gemm_dtype), "fc2_wgrad");
+  } else {
+    if (m.tensor_parallel) tp_output_bwd();
+    gemm_bwd(m.tokens, x_.h, m.f_in, p + "fc2_dgrad", p + "fc2_wgrad", m.batch);
+  }
   release(p + "act_output");
   free(grad_output);
   const int grad_fc1 = alloc(kBf16 * rows * m.f_out, "grad." + p + "fc1_output");
@@ -222,6 +241,19 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
       2 * kBf16 * rows * (m.f_out + m.f_in));
   release(p + "fc1_output");
   free(grad_act);
+  if (ub) {
+    // The input re-gathered into, and its gradient reduce-scattered from,
+    // userbuffers when the bulk overlaps run.
+    const int gathered = x_.ub_bulk_dgrad ? -1 : gathered_input("fc1_input");
+    const int grad_input =
+        alloc(kBf16 * (x_.ub_bulk_wgrad ? x_.Tsp : rows) * x_.h, "grad.fc1_input");
+    column_parallel_backward(m.tokens, m.f_out, x_.h, "fc1_dgrad", "fc1_wgrad", kFc1DgradSms,
+                             kFc1WgradSms);
+    free(grad_fc1);
+    free_transient(gathered);
+    if (!m.input.empty()) release(m.input);
+    return grad_input;
+  }
   const int gathered = m.tensor_parallel ? gathered_input(p + "fc1_input") : -1;
   const int grad_input = alloc(kBf16 * rows * x_.h, "grad." + p + "fc1_input");
   gemm_bwd(m.tokens, m.f_out, x_.h, p + "fc1_dgrad", p + "fc1_wgrad", m.batch);
@@ -238,23 +270,35 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
 void StageBuilder::attention_forward() {
   save("qkv_input");
   mem("norm_fwd", kBf16 * 2 * x_.Tsp * x_.h);
-  const int gathered = gathered_input("qkv_input");
-  tp_input_fwd();
-  save("qkv");
-  gemm_fwd(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
-  free_transient(gathered);
+  if (x_.ub_ag) {
+    save("qkv");
+    ring_all_gather_gemm(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
+  } else {
+    const int gathered = gathered_input("qkv_input");
+    tp_input_fwd();
+    save("qkv");
+    gemm_fwd(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
+    free_transient(gathered);
+  }
   attention_core(false);
   if (x_.fp8) save("attn_out_fp8");  // the projection's own quantized input
-  int out = alloc(kBf16 * x_.T * x_.h, "proj_output");
-  gemm_fwd(x_.T, x_.h, x_.attn_out, "proj_fwd");
+  int out = -1;
+  if (x_.ub_rs) {  // the partial sums stay in the userbuffer
+    gemm_pipelined_reduce_scatter(x_.T, x_.h, x_.attn_out, "proj_fwd", kProjFpropSms);
+  } else {
+    out = alloc(kBf16 * x_.T * x_.h, "proj_output");
+    gemm_fwd(x_.T, x_.h, x_.attn_out, "proj_fwd");
+  }
   if (unfused_context_ >= 0) {
     free(unfused_context_);
     unfused_context_ = -1;
   }
-  tp_output_fwd();
-  if (x_.sp) {
-    free(out);
-    out = -1;
+  if (!x_.ub_rs) {
+    tp_output_fwd();
+    if (x_.sp) {
+      free(out);
+      out = -1;
+    }
   }
   if (x_.hidden_dropout) save("attn_dropout_mask");
   save("norm2_input");
@@ -289,16 +333,35 @@ void StageBuilder::layer_forward(std::string_view output_name) {
 
 // Returns the alloc of the gradient of the QKV GEMM's input.
 int StageBuilder::attention_backward() {
-  const int grad_out = alloc(kBf16 * x_.T * x_.h, "grad.proj_output");
+  // The output's gradient, all-gathered with SP (into the userbuffer with
+  // the ring-exchange overlap, which keeps the gathered copy).
+  const int grad_out = alloc(kBf16 * (x_.ub_ag ? x_.Tsp : x_.T) * x_.h, "grad.proj_output");
   mem("residual_bwd", residual_bytes());
   if (x_.hidden_dropout) release("attn_dropout_mask");
-  tp_output_bwd();
   const int grad_attn = alloc(kBf16 * x_.T * x_.attn_out, "grad.attn_out");
-  gemm_bwd(x_.T, x_.h, x_.attn_out, "proj_dgrad", "proj_wgrad");
+  if (x_.ub_ag) {
+    ring_all_gather_gemm(x_.T, x_.attn_out, x_.h, "proj_dgrad");
+    kernel(gemm(x_.attn_out, x_.h, x_.T, x_.gemm_dtype), "proj_wgrad");
+  } else {
+    tp_output_bwd();
+    gemm_bwd(x_.T, x_.h, x_.attn_out, "proj_dgrad", "proj_wgrad");
+  }
   if (x_.fp8) release("attn_out_fp8");
   free(grad_out);
   const int grad_qkv = attention_core(true);
   free(grad_attn);
+  if (x_.ub) {
+    // The input re-gathered into, and its gradient reduce-scattered from,
+    // userbuffers when the bulk overlaps run.
+    const int gathered = x_.ub_bulk_dgrad ? -1 : gathered_input("qkv_input");
+    const int grad_in = alloc(kBf16 * (x_.ub_bulk_wgrad ? x_.Tsp : x_.T) * x_.h, "grad.qkv_input");
+    column_parallel_backward(x_.T, x_.qkv_out, x_.h, "qkv_dgrad", "qkv_wgrad", kQkvDgradSms,
+                             kQkvWgradSms);
+    free(grad_qkv);
+    free_transient(gathered);
+    release("qkv_input");
+    return grad_in;
+  }
   const int gathered = gathered_input("qkv_input");
   const int grad_in = alloc(kBf16 * x_.T * x_.h, "grad.qkv_input");
   gemm_bwd(x_.T, x_.qkv_out, x_.h, "qkv_dgrad", "qkv_wgrad");

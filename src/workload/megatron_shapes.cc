@@ -17,6 +17,12 @@ Dims make_dims(const JobSpec& job) {
   x.T = x.s * x.b;
   x.sp = job.parallelism.sequence_parallel && x.t > 1;
   x.Tsp = x.sp ? x.T / x.t : x.T;
+  const ParallelSpec& par = job.parallelism;
+  x.ub = x.sp && par.tp_comm_overlap;
+  x.ub_ag = x.ub && par.tp_comm_overlap_ag;
+  x.ub_rs = x.ub && par.tp_comm_overlap_rs;
+  x.ub_bulk_dgrad = x.ub && par.tp_comm_bulk_dgrad;
+  x.ub_bulk_wgrad = x.ub && par.tp_comm_bulk_wgrad;
   x.h = m.hidden_size;
   x.hq = m.num_attention_heads;
   x.hkv = m.query_groups();
@@ -169,6 +175,11 @@ std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims&
   }
   if (x.hidden_dropout) t.push_back({"mlp_dropout_mask", mask});
   return t;
+}
+
+std::int64_t userbuffer_bytes(const Dims& x) {
+  constexpr int kBuffers = 10;
+  return x.ub ? kBuffers * kBf16 * x.T * x.h : 0;
 }
 
 LayerRecompute layer_recompute(const TrainingSpec& t, int layer, int layers) {

@@ -27,7 +27,10 @@ struct Dims {
   std::int64_t f_out;     // per rank: FC1's n (2x for gated)
   std::int64_t vocab;     // padded to a multiple of 128 t, per rank / t
   bool sp;                // sequence parallelism in effect (tp > 1)
-  bool bias;              // GPT-style linear biases and learned positions
+  // tp_comm_overlap (with SP): which of Transformer Engine's userbuffers
+  // overlaps run (workload/megatron_tp_overlap.cc).
+  bool ub = false, ub_ag = false, ub_rs = false, ub_bulk_dgrad = false, ub_bulk_wgrad = false;
+  bool bias;  // GPT-style linear biases and learned positions
   DType gemm_dtype;
   // Memory as Megatron-Core and Transformer Engine allocate it.
   bool fp8;                 // TE layers run (and save their inputs) in FP8
@@ -70,6 +73,11 @@ std::int64_t saved_gemm_input(const Dims& x, std::int64_t elements);
 // weight itself plus its column-wise copy.
 std::int64_t linear_weight_bytes(const JobSpec& job, std::int64_t params);
 LayerParams layer_params(const JobSpec& job, const Dims& x);
+// tp_comm_overlap's userbuffers, registered once per process by Transformer
+// Engine's initialize_ub: one per overlapped GEMM input or output (qkv,
+// proj, fc1, fc2: fprop and dgrad; qkv and fc1 wgrad), each the layer's
+// (seq x micro-batch / cp) x hidden in bf16. 0 without the overlap.
+std::int64_t userbuffer_bytes(const Dims& x);
 // The tensors one layer keeps from forward to backward per micro-batch, in the
 // order the forward creates them (see layer_activation_tensors() in
 // workload/megatron.h). The builder allocates exactly these, by name.

@@ -44,11 +44,17 @@ enum Stream : std::uint16_t {
 inline const std::vector<std::string> kStreamNames = {
     "compute", "dp", "pp_send_fwd", "pp_send_bwd", "pp_recv_fwd", "pp_recv_bwd", "cp"};
 
-// The streams of a stage: "cp" only with context parallelism.
+// The streams of a stage: "cp" only with context parallelism, then "tp"
+// (userbuffers' communication) only with tp_comm_overlap.
 inline std::vector<std::string> stage_streams(const Dims& x) {
   std::vector<std::string> s = kStreamNames;
   if (x.c == 1) s.pop_back();
+  if (x.ub) s.push_back("tp");
   return s;
+}
+// The "tp" stream's index in stage_streams().
+inline std::uint16_t tp_stream(const Dims& x) {
+  return x.c == 1 ? kCp : kCp + 1;
 }
 
 // A free's record-stream mask (Op::arg) for one stream.
@@ -60,10 +66,24 @@ constexpr std::int32_t kTagActivation = 0;
 constexpr std::int32_t kTagGrad = 1;
 constexpr std::int32_t kTagCpForward = 2;
 constexpr std::int32_t kTagCpBackward = 3;
+constexpr std::int32_t kTagTpRing = 4;
+
+// Userbuffers' settings as Megatron-Bridge configures them for H100
+// (training/comm_overlap.py, userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192
+// and the other H100 configs): SMs each communication kernel holds, and the
+// pipelined reduce-scatter's splits.
+constexpr int kProjFpropSms = 24;
+constexpr int kFc2FpropSms = 16;
+constexpr int kQkvDgradSms = 4;
+constexpr int kQkvWgradSms = 24;
+constexpr int kFc1DgradSms = 2;
+constexpr int kFc1WgradSms = 4;
+constexpr int kPipelineSplits = 4;
 
 struct SlotIds {
   int tp = -1, cp = -1, dp_cp = -1, pp_next = -1, pp_prev = -1, cp_next = -1, cp_prev = -1;
   int ep = -1, etp = -1, edp = -1, embd = -1;
+  int tp_next = -1, tp_prev = -1;  // the TP ring, with tp_comm_overlap
 };
 
 // A gradient bucket: consecutive layers (in backward order) of one chunk.
@@ -123,11 +143,35 @@ class StageBuilder {
   bool has_output_peer(int chunk) const { return stage_ < p_ - 1 || chunk < v_ - 1; }
 
   void kernel(const Kernel& k, std::string_view name);
+  // The kernel's time, looked up once per signature, counted as one use.
+  SimTime kernel_time(const Kernel& k);
   void gemm_fwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name,
                 std::int64_t batch = 1);
   void gemm_bwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view dgrad,
                 std::string_view wgrad, std::int64_t batch = 1);
   void mem(std::string_view name, std::int64_t bytes) { kernel(memory_bound(name, bytes), name); }
+  // A kernel beside a communication kernel that holds `comm_sms` of the
+  // GPU's SMs: it runs on the others, proportionally longer.
+  void kernel_beside(const Kernel& k, std::string_view name, int comm_sms);
+
+  // Transformer Engine's userbuffers overlaps (megatron_tp_overlap.cc), each
+  // in place of a TP collective and the GEMM Y[m,n] = X[m,k] W[k,n] beside it.
+  // All-gather of X (sequence shards) by ring exchange, one chunk of m / t
+  // rows multiplied while the next arrives.
+  void ring_all_gather_gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name);
+  // The GEMM in kPipelineSplits row chunks, each reduce-scattered while the
+  // next is computed.
+  void gemm_pipelined_reduce_scatter(std::int64_t m, std::int64_t n, std::int64_t k,
+                                     std::string_view name, int comm_sms);
+  // A whole collective of `bytes` on the tp stream beside one GEMM.
+  void bulk_overlap(CollectiveKind kind, std::int64_t bytes, const Kernel& gemm,
+                    std::string_view name, int comm_sms);
+  // A column-parallel layer's backward under tp_comm_overlap: dgrad beside
+  // the input's all-gather, wgrad beside the input gradient's
+  // reduce-scatter (sequential where the bulk overlap is off).
+  void column_parallel_backward(std::int64_t m, std::int64_t n, std::int64_t k,
+                                std::string_view dgrad, std::string_view wgrad, int dgrad_sms,
+                                int wgrad_sms);
   // Bias-dropout-add: reads two hidden states, writes one, and the mask when
   // there is dropout.
   DType grad_dtype() const { return x_.grad_bytes == kFp32 ? DType::kFloat32 : DType::kBFloat16; }
@@ -213,6 +257,11 @@ class StageBuilder {
             .f_out = x_.shared_f_out,
             .tensor_parallel = true,
             .input = ""};
+  }
+  // Whether an MLP's linears run userbuffers' overlaps: Transformer Engine
+  // registers them for the dense MLP's fc1 and fc2 only.
+  bool userbuffers(const MlpShape& m) const {
+    return x_.ub && m.tensor_parallel && m.prefix.empty();
   }
   int mlp_forward(const MlpShape& m);
   int mlp_backward(const MlpShape& m, int grad_output);

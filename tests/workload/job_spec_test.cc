@@ -332,6 +332,18 @@ INSTANTIATE_TEST_SUITE_P(
                   },
                   "training.recompute_num_layers: must be given with training.recompute_method "
                   "block (the layers of each model chunk that are recomputed)"},
+        Rejection{"tp overlap without tp",
+                  [](JobSpec* j) {
+                    j->parallelism.tensor_model_parallel_size = 1;
+                    j->parallelism.tp_comm_overlap = true;
+                  },
+                  "parallelism.tp_comm_overlap: needs parallelism.tensor_model_parallel_size > 1 "
+                  "(got 1): it overlaps the tensor-parallel collectives"},
+        Rejection{"tp overlap without sp",
+                  [](JobSpec* j) { j->parallelism.tp_comm_overlap = true; },
+                  "parallelism.tp_comm_overlap: needs parallelism.sequence_parallel (Megatron's "
+                  "rule: the overlap replaces sequence parallelism's all-gathers and "
+                  "reduce-scatters)"},
         Rejection{"uneven negative",
                   [](JobSpec* j) { j->parallelism.decoder_first_pipeline_num_layers = -1; },
                   "parallelism.decoder_first_pipeline_num_layers: -1 must be at least 0"},
@@ -629,7 +641,8 @@ TEST(JobSpec, ProgramJobRefusesLayerPlacement) {
       {"parallelism.account_for_embedding_in_pipeline_split",
        [](ParallelSpec* p) { p->account_for_embedding_in_pipeline_split = true; }},
       {"parallelism.account_for_loss_in_pipeline_split",
-       [](ParallelSpec* p) { p->account_for_loss_in_pipeline_split = true; }}};
+       [](ParallelSpec* p) { p->account_for_loss_in_pipeline_split = true; }},
+      {"parallelism.tp_comm_overlap", [](ParallelSpec* p) { p->tp_comm_overlap = true; }}};
   for (const auto& [field, set] : fields) {
     JobSpec j = base_job();
     j.has_model = false;
