@@ -76,8 +76,8 @@ ReplayCommand::ReplayCommand(CLI::App& parent)
   hbm_bw_gbps_ = static_cast<double>(compute.hbm_bw.bytes_per_s) / 1e9;
 
   app_->footer(
-      "Exit status: 0 replay completed, 1 error, 3 replay deadlocked, 4 a rank ran out of memory "
-      "(summary and report still written).");
+      "Exit status: 0 replay completed, 1 error, 3 replay deadlocked, 4 a rank ran out of memory, "
+      "6 a --fail-node failure hung the job (summary and report still written).");
   app_->add_option("GRAPH", graph_path_, "Execution graph file (docs/graph-format.md)")
       ->required()
       ->type_name("FILE");
@@ -143,7 +143,7 @@ Result<int> ReplayCommand::run() const {
   PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   switch (result.outcome) {
     case ReplayResult::Outcome::kDeadlock:
-      return kExitDeadlock;
+      return result.failure ? kExitNodeFailure : kExitDeadlock;
     case ReplayResult::Outcome::kOutOfMemory:
       return kExitOutOfMemory;
     case ReplayResult::Outcome::kCompleted:

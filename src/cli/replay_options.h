@@ -55,11 +55,17 @@ struct NcclOptions {
 };
 
 // What-if perturbations (simulation/what_if.h): --straggler RANKS:FACTOR
-// (repeatable) and --jitter PCT[:SEED].
+// (repeatable), --jitter PCT[:SEED], --link-degrade WHAT:FACTOR
+// (repeatable), --fail-node N@TIME with --nccl-timeout DURATION.
 struct WhatIfOptions {
   std::vector<std::string> stragglers;
   std::string jitter;
-  CLI::Option* jitter_option = nullptr;  // set by add_to
+  std::vector<std::string> links;  // --link-degrade
+  std::string fail_node;
+  std::string nccl_timeout;
+  CLI::Option* fail_node_option = nullptr;     // set by add_to
+  CLI::Option* nccl_timeout_option = nullptr;  // set by add_to
+  CLI::Option* jitter_option = nullptr;        // set by add_to
 
   void add_to(CLI::App* app);
   // The options parsed against a world of `world_size` ranks.

@@ -36,8 +36,8 @@ SimulateCommand::SimulateCommand(CLI::App& parent)
     : app_(parent.add_subcommand(
           "simulate", "Simulate one training iteration of a job spec: time, MFU, breakdown")) {
   app_->footer(
-      "Exit status: 0 simulated, 1 error, 4 a rank ran out of memory (summary and report still "
-      "written).");
+      "Exit status: 0 simulated, 1 error, 4 a rank ran out of memory, 6 a --fail-node failure hung "
+      "the job (summary and report still written).");
   job_.add_to(app_);
   output_.add_to(app_);
   app_->add_option("--kernels", kernels_path_,
@@ -90,7 +90,8 @@ Result<int> SimulateCommand::run() const {
     outputs.emplace_back(output_.trace_path, format_chrome_trace(g, sim.replay, {}, trace));
   if (!kernels_path_.empty()) outputs.emplace_back(kernels_path_, kernels_csv(p));
   PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
-  return sim.replay.outcome == ReplayResult::Outcome::kOutOfMemory ? kExitOutOfMemory : 0;
+  if (sim.replay.outcome == ReplayResult::Outcome::kOutOfMemory) return kExitOutOfMemory;
+  return sim.summary.completed() ? 0 : kExitNodeFailure;
 }
 
 BuildCommand::BuildCommand(CLI::App& parent)
