@@ -114,6 +114,11 @@ void StageBuilder::forward(int chunk, int mb) {
         gathered_[bucket] = true;
       }
     }
+    // FP8: TE casts (and transposes) each linear's weight once per
+    // iteration, at the first micro-batch, and caches it; FP8 primary weights
+    // (fp8_param_gather) need only the transpose.
+    if (mb == 0 && x_.fp8)
+      mem("fp8_weight_cast", (job_.training.fp8_param_gather ? 2 : x_.fp8_cast_bytes) * lp_.linear);
     layer_.clear();
     layer_["norm1_input"] = hidden_;
     pass_ = Pass::kForward;
@@ -128,6 +133,7 @@ void StageBuilder::forward(int chunk, int mb) {
     output_layer(false);
     saved_[{chunk, mb, kOutputItem}] = std::move(layer_);
   }
+  amax_reduction(chunk, false);
   if (has_output_peer(chunk)) {
     record(kCompute, "forward_done");
     wait(kSendFwd, "forward_done");
@@ -176,6 +182,7 @@ void StageBuilder::backward(int chunk, int mb) {
     embedding(true);
     done_item();
   }
+  amax_reduction(chunk, true);
   if (has_input_peer(chunk)) {
     record(kCompute, "backward_done");
     wait(kSendBwd, "backward_done");
@@ -183,6 +190,17 @@ void StageBuilder::backward(int chunk, int mb) {
     free(grad_.op, grad_.record_streams | stream_bit(kSendBwd));
   }
   grad_ = {};
+}
+
+// One fp32 amax per FP8 tensor of the chunk's linears (qkv, proj, fc1, fc2):
+// input and weight after the forward, the output gradient after the
+// backward, all-reduced over the amax reduction group (Megatron-Core's
+// get_amax_reduction_group: the stage's tp x cp x dp ranks).
+void StageBuilder::amax_reduction(int chunk, bool backward) {
+  if (!x_.fp8_amax_reduction || slots_.amax < 0) return;
+  const std::int64_t tensors = (backward ? 1 : 2) * 4 * std::int64_t{chunk_layers_[chunk]};
+  collective(CollectiveKind::kAllReduce, kCompute, slots_.amax, kFp32 * tensors, "fp8_amax_reduce",
+             DType::kFloat32);
 }
 
 // Megatron-Core's checkpointed forward, re-run under autograd: the group's
@@ -446,6 +464,8 @@ Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels) 
     s.cp_prev = add(CommSlot::grid_peer("cp_prev", 1, -1, true));
   }
   if (job.dp() * job.cp() > 1) s.dp_cp = add(CommSlot::grid_group("dp_cp", {1, 2}));
+  if (megatron::make_dims(job).fp8_amax_reduction && job.tp() * job.dp() * job.cp() > 1)
+    s.amax = add(CommSlot::grid_group("amax", {0, 1, 2}));
   if (job.pp() > 1) {
     const bool wrap = job.vpp() > 1;
     s.pp_next = add(CommSlot::grid_peer("pp_next", 3, 1, wrap));

@@ -182,6 +182,8 @@ int StageBuilder::mlp_forward(const MlpShape& m) {
   const std::string p(m.prefix);
   const std::int64_t rows = m.tokens * m.batch;
   const bool ub = userbuffers(m);
+  // FP8 casts FC1's input before any gather (its sequence shard with SP).
+  fp8_cast(p + "fp8_cast_fc1_input", (m.tensor_parallel && x_.sp ? x_.Tsp : rows) * x_.h);
   int gathered = -1;
   if (m.tensor_parallel && !(ub && x_.ub_ag)) {
     gathered = gathered_input(p + "fc1_input");
@@ -197,6 +199,7 @@ int StageBuilder::mlp_forward(const MlpShape& m) {
   save(p + "act_output");
   mem(fmt::format("{}_fwd", activation_name(job_.model.activation)),
       kBf16 * rows * (m.f_out + m.f_in));
+  fp8_cast(p + "fp8_cast_fc2_input", rows * m.f_in);
   if (ub && x_.ub_rs) {  // FC2's partial sums stay in the userbuffer
     gemm_pipelined_reduce_scatter(m.tokens, x_.h, m.f_in, "fc2_fwd", kFc2FpropSms);
     return -1;
@@ -227,6 +230,7 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
     grad_output = alloc(kBf16 * grad_rows * x_.h, "grad." + p + "fc2_output");
   }
   const int grad_act = alloc(kBf16 * rows * m.f_in, "grad." + p + "act_output");
+  fp8_cast("fp8_cast_grad", (m.tensor_parallel && x_.sp ? x_.Tsp : rows) * x_.h);
   if (ub && x_.ub_ag) {
     ring_all_gather_gemm(m.tokens, m.f_in, x_.h, "fc2_dgrad");
     kernel(gemm(m.f_in, x_.h, m.tokens, x_.gemm_dtype), "fc2_wgrad");
@@ -241,6 +245,7 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
       2 * kBf16 * rows * (m.f_out + m.f_in));
   release(p + "fc1_output");
   free(grad_act);
+  fp8_cast("fp8_cast_grad", rows * m.f_out);
   if (ub) {
     // The input re-gathered into, and its gradient reduce-scattered from,
     // userbuffers when the bulk overlaps run.
@@ -270,6 +275,7 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
 void StageBuilder::attention_forward() {
   save("qkv_input");
   mem("norm_fwd", kBf16 * 2 * x_.Tsp * x_.h);
+  fp8_cast("fp8_cast_qkv_input", x_.Tsp * x_.h);
   if (x_.ub_ag) {
     save("qkv");
     ring_all_gather_gemm(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
@@ -280,8 +286,10 @@ void StageBuilder::attention_forward() {
     gemm_fwd(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
     free_transient(gathered);
   }
+  rope(false);
   attention_core(false);
   if (x_.fp8) save("attn_out_fp8");  // the projection's own quantized input
+  fp8_cast("fp8_cast_attn_out", x_.T * x_.attn_out);
   int out = -1;
   if (x_.ub_rs) {  // the partial sums stay in the userbuffer
     gemm_pipelined_reduce_scatter(x_.T, x_.h, x_.attn_out, "proj_fwd", kProjFpropSms);
@@ -339,6 +347,7 @@ int StageBuilder::attention_backward() {
   mem("residual_bwd", residual_bytes());
   if (x_.hidden_dropout) release("attn_dropout_mask");
   const int grad_attn = alloc(kBf16 * x_.T * x_.attn_out, "grad.attn_out");
+  fp8_cast("fp8_cast_grad", x_.Tsp * x_.h);
   if (x_.ub_ag) {
     ring_all_gather_gemm(x_.T, x_.attn_out, x_.h, "proj_dgrad");
     kernel(gemm(x_.attn_out, x_.h, x_.T, x_.gemm_dtype), "proj_wgrad");
@@ -350,6 +359,8 @@ int StageBuilder::attention_backward() {
   free(grad_out);
   const int grad_qkv = attention_core(true);
   free(grad_attn);
+  rope(true);
+  fp8_cast("fp8_cast_grad", x_.T * x_.qkv_out);
   if (x_.ub) {
     // The input re-gathered into, and its gradient reduce-scattered from,
     // userbuffers when the bulk overlaps run.

@@ -35,9 +35,12 @@ Dims make_dims(const JobSpec& job) {
   const std::int64_t multiple = 128 * x.t;
   x.vocab = (m.vocab_size + multiple - 1) / multiple * multiple / x.t;
   x.bias = m.activation == Activation::kGelu && m.normalization == Normalization::kLayerNorm;
+  x.rope = !x.bias;
   x.gemm_dtype = job.training.precision == Precision::kFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
   const TrainingSpec& tr = job.training;
   x.fp8 = tr.precision == Precision::kFp8;
+  if (x.fp8) x.fp8_cast_bytes = tr.fp8_recipe == Fp8Recipe::kTensorwise ? 6 : 4;
+  x.fp8_amax_reduction = x.fp8 && tr.fp8_recipe == Fp8Recipe::kDelayed;
   x.fp8_block_scales =
       x.fp8 && (tr.fp8_recipe == Fp8Recipe::kBlockwise || tr.fp8_recipe == Fp8Recipe::kMxfp8);
   x.hidden_dropout = m.hidden_dropout > 0.0;

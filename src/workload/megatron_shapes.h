@@ -31,6 +31,13 @@ struct Dims {
   // overlaps run (workload/megatron_tp_overlap.cc).
   bool ub = false, ub_ag = false, ub_rs = false, ub_bulk_dgrad = false, ub_bulk_wgrad = false;
   bool bias;  // GPT-style linear biases and learned positions
+  bool rope;  // rotary position embeddings (every model but GPT-style)
+  // FP8: TE's cast(-transpose) kernels read bf16 and write the FP8 copy and
+  // its transpose (4 B per element); current scaling (tensorwise) first
+  // reads the tensor for its amax (6 B). Delayed scaling all-reduces the
+  // amax history once per model chunk's forward and backward.
+  std::int64_t fp8_cast_bytes = 0;  // per element; 0 without FP8
+  bool fp8_amax_reduction = false;
   DType gemm_dtype;
   // Memory as Megatron-Core and Transformer Engine allocate it.
   bool fp8;                 // TE layers run (and save their inputs) in FP8

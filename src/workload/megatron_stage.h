@@ -83,6 +83,7 @@ constexpr int kPipelineSplits = 4;
 struct SlotIds {
   int tp = -1, cp = -1, dp_cp = -1, pp_next = -1, pp_prev = -1, cp_next = -1, cp_prev = -1;
   int ep = -1, etp = -1, edp = -1, embd = -1;
+  int amax = -1;                   // FP8 delayed scaling: the stage's tp x cp x dp ranks
   int tp_next = -1, tp_prev = -1;  // the TP ring, with tp_comm_overlap
 };
 
@@ -150,6 +151,19 @@ class StageBuilder {
   void gemm_bwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view dgrad,
                 std::string_view wgrad, std::int64_t batch = 1);
   void mem(std::string_view name, std::int64_t bytes) { kernel(memory_bound(name, bytes), name); }
+  // FP8: Transformer Engine's cast of a GEMM operand of `elements`.
+  void fp8_cast(std::string_view name, std::int64_t elements) {
+    if (x_.fp8_cast_bytes > 0) mem(name, x_.fp8_cast_bytes * elements);
+  }
+  // Megatron-Core's fused RoPE (apply_rope_fusion) on the query and key
+  // heads: reads and writes them.
+  void rope(bool backward) {
+    if (x_.rope)
+      mem(backward ? "rope_bwd" : "rope_fwd", 2 * kBf16 * x_.T * (x_.hq + x_.hkv) / x_.t * x_.d);
+  }
+  // FP8 delayed scaling: the amax history of the chunk's FP8 tensors
+  // all-reduced (TE's reduce_and_update_fp8_tensors).
+  void amax_reduction(int chunk, bool backward);
   // A kernel beside a communication kernel that holds `comm_sms` of the
   // GPU's SMs: it runs on the others, proportionally longer.
   void kernel_beside(const Kernel& k, std::string_view name, int comm_sms);

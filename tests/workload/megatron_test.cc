@@ -641,10 +641,12 @@ void check_random_job(const JobSpec& job, const std::string& yaml) {
   ASSERT_TRUE(built.is_ok()) << built.status().message();
   const BuiltJob& b = built.value();
   ASSERT_EQ(b.graph.roles.size(), static_cast<std::size_t>(job.pp()));
-  // Persistent: the model state, and tp_comm_overlap's userbuffers.
+  // Persistent: the model state (with FP8's cached weight copies), and
+  // tp_comm_overlap's userbuffers.
   const megatron::Dims x = megatron::make_dims(job);
   std::multiset<std::string> persistent{"weights", "grad_buffer", "optimizer_state"};
   if (x.ub) persistent.insert("tp_comm_userbuffers");
+  if (x.fp8) persistent.insert("fp8_weight_cache");
   const std::int64_t userbuffers = megatron::userbuffer_bytes(x);
   for (const Role& role : b.graph.roles) EXPECT_EQ(unfreed(role), persistent) << role.name;
 
@@ -889,6 +891,56 @@ TEST(MegatronTpOverlap, OverlapsOnTheTpStream) {
     EXPECT_GT(partial, overlapped) << off;
     EXPECT_LT(partial, exposed) << off;
   }
+}
+
+// Kernels Transformer Engine and Megatron-Core run beside the GEMMs: fused
+// RoPE on rotary models (forward, and backward once per layer and
+// micro-batch), FP8 casts of every linear's input and output gradient, one
+// weight cast per layer and iteration, and delayed scaling's amax all-reduce
+// after each chunk's forward and backward; none of them in bf16 or on a
+// GPT-style model's learned positions.
+TEST(MegatronKernels, RopeAndFp8Casts) {
+  const std::string llama =
+      "model: {num_layers: 4, hidden_size: 1024, num_attention_heads: 8, vocab_size: 5000,\n"
+      "  activation: swiglu, normalization: RMSNorm}\n"
+      "parallelism: {tensor_model_parallel_size: 2, pipeline_model_parallel_size: 2}\n" +
+      cluster(8);
+  auto count = [](const BuiltJob& b, std::string_view name) {
+    std::int64_t n = 0;
+    for (const Role& role : b.graph.roles)
+      n += std::count_if(role.ops.begin(), role.ops.end(),
+                         [&](const Op& op) { return role.names[op.name] == name; });
+    return n;
+  };
+  const std::string batch = "training: {seq_length: 1024, global_batch_size: 6";  // 3 per rank
+  const BuiltJob bf16 = build(parse(llama + batch + "}\n"));
+  EXPECT_EQ(count(bf16, "rope_fwd"), 4 * 3);
+  EXPECT_EQ(count(bf16, "rope_bwd"), 4 * 3);
+  EXPECT_EQ(count(bf16, "fp8_cast_grad"), 0);
+  EXPECT_EQ(count(build(parse(gpt(4, 1024, 8) + "parallelism: {pipeline_model_parallel_size: 2}\n" +
+                              cluster(8))),
+                  "rope_fwd"),
+            0);
+  const JobSpec fp8_job = parse(llama + batch + ", precision: fp8}\n");
+  const BuiltJob fp8 = build(fp8_job);
+  EXPECT_EQ(count(fp8, "fp8_cast_qkv_input"), 4 * 3);
+  EXPECT_EQ(count(fp8, "fp8_cast_attn_out"), 4 * 3);
+  EXPECT_EQ(count(fp8, "fp8_cast_fc1_input"), 4 * 3);
+  EXPECT_EQ(count(fp8, "fp8_cast_fc2_input"), 4 * 3);
+  EXPECT_EQ(count(fp8, "fp8_cast_grad"), 4 * 4 * 3);  // proj, qkv, fc2, fc1 output gradients
+  EXPECT_EQ(count(fp8, "fp8_weight_cast"), 4);
+  EXPECT_EQ(count(fp8, "fp8_amax_reduce"), 2 * 2 * 3);  // 2 stages, forward and backward
+  // Current scaling reads each tensor once more for its amax and reduces no
+  // history: slower casts, no amax all-reduce.
+  const BuiltJob current =
+      build(parse(llama + batch + ", precision: fp8, fp8_recipe: tensorwise}\n"));
+  EXPECT_EQ(count(current, "fp8_amax_reduce"), 0);
+  SimTime delayed_cast{}, current_cast{};
+  for (const auto& [b, sum] : {std::pair{&fp8, &delayed_cast}, std::pair{&current, &current_cast}})
+    for (const Op& op : b->graph.roles[0].ops)
+      if (b->graph.roles[0].names[op.name] == "fp8_cast_qkv_input") *sum += op.duration;
+  EXPECT_GT(current_cast, delayed_cast);
+  check_random_job(fp8_job, "fp8");
 }
 
 // ---------------------------------------------------------------------------
