@@ -157,8 +157,8 @@ void timeline_row(const HtmlPage& page, const HtmlStage& stage, double y, int h,
   }
 }
 
-// A series of (time, bytes) as a step polyline, at most two points per half
-// pixel: each half pixel's highest value and its last.
+// The points of a polyline (SVG's points attribute); a point equal to the
+// last one is dropped.
 struct Series {
   std::string points;
   double last_x = -1, last_y = -1;
@@ -454,19 +454,16 @@ std::string scatter_svg(const std::vector<HtmlPoint>& points, const std::vector<
     }
   }
   // The front last, on top: a staircase from the least memory up.
-  std::string line;
+  Series line;
   for (std::size_t k = 0; k < front.size(); ++k) {
     const HtmlPoint& p = points[front[k]];
     const double x = x_of_gib(p.peak.gib()), y = y_of_tps(p.tokens_per_s_per_gpu);
-    if (k > 0) {
-      const HtmlPoint& prev = points[front[k - 1]];
-      fmt::format_to(std::back_inserter(line), " {:.1f},{:.1f}", x,
-                     y_of_tps(prev.tokens_per_s_per_gpu));
-    }
-    fmt::format_to(std::back_inserter(line), "{}{:.1f},{:.1f}", k > 0 ? " " : "", x, y);
+    if (k > 0) line.add(x, line.last_y);
+    line.add(x, y);
   }
   if (!front.empty())
-    fmt::format_to(std::back_inserter(out), "<polyline class=\"front\" points=\"{}\"/>\n", line);
+    fmt::format_to(std::back_inserter(out), "<polyline class=\"front\" points=\"{}\"/>\n",
+                   line.points);
   for (std::size_t k = 0; k < front.size(); ++k) {
     const HtmlPoint& p = points[front[k]];
     fmt::format_to(std::back_inserter(out),
