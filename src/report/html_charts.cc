@@ -11,11 +11,7 @@
 namespace prism::html {
 namespace {
 
-// Horizontal geometry shared by the time charts: labels left of the plot.
-constexpr double kLeft = 190, kPlotWidth = 880, kRight = 30;
-constexpr double kWidth = kLeft + kPlotWidth + kRight;
-
-// The largest "1, 2 or 5 times a power of ten" step that cuts `range` into
+// The smallest "1, 2 or 5 times a power of ten" step that cuts `range` into
 // at most `parts` (integers only, so ticks repeat exactly).
 std::int64_t nice_step(std::int64_t range, int parts) {
   for (std::int64_t mag = 1;; mag *= 10) {
@@ -78,13 +74,6 @@ void legend(const std::vector<TimeCategory>& cats, double y, std::string* out) {
                    x, y, category_color(c), x + 16, y + 10, html_escape(label));
     x += 32 + 7.0 * static_cast<double>(label.size());
   }
-}
-
-std::string svg_open(double width, double height, std::string_view label) {
-  return fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" "
-      "viewBox=\"0 0 {0:.0f} {1:.0f}\" role=\"img\" aria-label=\"{2}\">\n",
-      width, height, html_escape(label));
 }
 
 // One stage's row of the timeline at the resolution of the screen: each
@@ -157,18 +146,46 @@ void timeline_row(const HtmlPage& page, const HtmlStage& stage, double y, int h,
   }
 }
 
-// The points of a polyline (SVG's points attribute); a point equal to the
-// last one is dropped.
-struct Series {
-  std::string points;
-  double last_x = -1, last_y = -1;
-  void add(double x, double y) {
-    if (x == last_x && y == last_y) return;
-    fmt::format_to(std::back_inserter(points), "{}{:.1f},{:.1f}", points.empty() ? "" : " ", x, y);
-    last_x = x;
-    last_y = y;
+// Series `which` (0 allocated, 1 reserved, 2 device) of a stage's memory as
+// a step line: its value when the window opens, then per half pixel the
+// highest value in it and the last, then the last to the window's end.
+template <typename YOf>
+std::string memory_line(const HtmlPage& page, const HtmlStage& stage, int which, YOf y_of) {
+  auto value = [which](const MemorySample& m) {
+    return which == 0 ? m.allocated : which == 1 ? m.reserved : m.device;
+  };
+  Series s;
+  Bytes last;
+  std::size_t i = 0;
+  for (; i < stage.memory.size() && stage.memory[i].at <= page.window_begin; ++i)
+    last = value(stage.memory[i]);
+  s.add(kLeft, y_of(last));
+  while (i < stage.memory.size() && stage.memory[i].at < page.window_end) {
+    const auto bucket = std::llround(x_of(page, stage.memory[i].at) * 2);
+    Bytes peak;
+    for (; i < stage.memory.size() && stage.memory[i].at < page.window_end &&
+           std::llround(x_of(page, stage.memory[i].at) * 2) == bucket;
+         ++i) {
+      peak = std::max(peak, value(stage.memory[i]));
+      last = value(stage.memory[i]);
+    }
+    const double bx = static_cast<double>(bucket) / 2;
+    s.add(bx, s.last_y);
+    s.add(bx, y_of(peak));
+    s.add(bx, y_of(last));
   }
-};
+  s.add(kLeft + kPlotWidth, y_of(last));
+  return s.points;
+}
+
+}  // namespace
+
+std::string svg_open(double width, double height, std::string_view label) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" "
+      "viewBox=\"0 0 {0:.0f} {1:.0f}\" role=\"img\" aria-label=\"{2}\">\n",
+      width, height, html_escape(label));
+}
 
 std::string gib_tick(double gib, double step) {
   if (step >= 1) return fmt::format("{:.0f} GiB", gib);
@@ -177,15 +194,18 @@ std::string gib_tick(double gib, double step) {
   return fmt::format("{:.0f} MiB", gib * 1024);
 }
 
-// The smallest "1, 2 or 5 times a power of ten" (from 0.001) that cuts
-// `max` into at most `parts`.
 double nice_double_step(double max, int parts) {
   for (double mag = 0.001;; mag *= 10)
     for (double m : {1.0, 2.0, 5.0})
       if (m * mag * parts >= max || mag > 1e12) return m * mag;
 }
 
-}  // namespace
+void Series::add(double x, double y) {
+  if (x == last_x && y == last_y) return;
+  fmt::format_to(std::back_inserter(points), "{}{:.1f},{:.1f}", points.empty() ? "" : " ", x, y);
+  last_x = x;
+  last_y = y;
+}
 
 std::string_view category_color(TimeCategory c) {
   switch (c) {
@@ -337,141 +357,10 @@ std::string memory_svg(const HtmlPage& page, const HtmlStage& stage) {
                    kLeft + kPlotWidth, bytes_text(page.capacity));
   }
   // Three series, each a step line over half-pixel buckets.
+  static constexpr std::array<const char*, 3> kClass = {"allocated", "reserved", "device"};
   for (int which = 0; which < 3; ++which) {
-    auto value = [which](const MemorySample& m) {
-      return which == 0 ? m.allocated : which == 1 ? m.reserved : m.device;
-    };
-    Series s;
-    Bytes last;
-    std::size_t i = 0;
-    for (; i < stage.memory.size() && stage.memory[i].at <= page.window_begin; ++i)
-      last = value(stage.memory[i]);
-    s.add(kLeft, y_of(last));
-    while (i < stage.memory.size() && stage.memory[i].at < page.window_end) {
-      const double x = x_of(page, stage.memory[i].at);
-      const auto bucket = std::llround(x * 2);
-      Bytes peak;
-      for (; i < stage.memory.size() && stage.memory[i].at < page.window_end &&
-             std::llround(x_of(page, stage.memory[i].at) * 2) == bucket;
-           ++i) {
-        peak = std::max(peak, value(stage.memory[i]));
-        last = value(stage.memory[i]);
-      }
-      const double bx = static_cast<double>(bucket) / 2;
-      s.add(bx, s.last_y);
-      s.add(bx, y_of(peak));
-      s.add(bx, y_of(last));
-    }
-    s.add(kLeft + kPlotWidth, y_of(last));
-    static constexpr std::array<const char*, 3> kClass = {"allocated", "reserved", "device"};
     fmt::format_to(std::back_inserter(out), "<polyline class=\"{}\" points=\"{}\"/>\n",
-                   kClass[which], s.points);
-  }
-  out.append("</svg>\n");
-  return out;
-}
-
-std::string scatter_svg(const std::vector<HtmlPoint>& points, const std::vector<std::size_t>& front,
-                        Bytes capacity) {
-  constexpr double kTop = 30, kPlot = 380, kOomBand = 36;
-  const double bottom = kTop + kPlot;
-  double max_gib = 0, max_tps = 0;
-  bool any_oom = false;
-  for (const HtmlPoint& p : points) {
-    max_gib = std::max(max_gib, p.peak.gib());
-    if (!p.oom) max_tps = std::max(max_tps, p.tokens_per_s_per_gpu);
-    any_oom = any_oom || p.oom;
-  }
-  // The capacity on the scale only when near the points (else a note).
-  const bool capacity_on_scale = capacity.count > 0 && capacity.gib() <= max_gib * 1.5;
-  if (capacity_on_scale) max_gib = std::max(max_gib, capacity.gib());
-  const double x_step = nice_double_step(std::max(max_gib, 0.001), 8);
-  const double x_max = std::ceil(max_gib / x_step - 1e-9) * x_step + x_step / 2;
-  const double y_step = nice_double_step(std::max(max_tps, 1.0), 5);
-  const double y_max = std::max(y_step, std::ceil(max_tps / y_step) * y_step);
-  auto x_of_gib = [&](double g) { return kLeft + g / x_max * kPlotWidth; };
-  auto y_of_tps = [&](double t) { return bottom - t / y_max * kPlot; };
-  const double oom_y = bottom + 22 + kOomBand / 2;
-  const double height = bottom + 22 + (any_oom ? kOomBand : 0) + 30;
-
-  std::string out = svg_open(kWidth, height, "tokens per second per GPU against peak memory");
-  for (double g = 0; g <= x_max; g += x_step) {
-    fmt::format_to(std::back_inserter(out),
-                   "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" "
-                   "y2=\"{2:.1f}\"/><text class=\"tick\" x=\"{0:.1f}\" y=\"{3:.1f}\" "
-                   "text-anchor=\"middle\">{4}</text>\n",
-                   x_of_gib(g), kTop, bottom, bottom + 14, gib_tick(g, x_step));
-  }
-  for (double t = 0; t <= y_max + y_step / 2; t += y_step) {
-    fmt::format_to(std::back_inserter(out),
-                   "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" "
-                   "y2=\"{1:.1f}\"/><text class=\"tick\" x=\"{3:.1f}\" y=\"{4:.1f}\" "
-                   "text-anchor=\"end\">{5:.0f}</text>\n",
-                   kLeft, y_of_tps(t), kLeft + kPlotWidth, kLeft - 6, y_of_tps(t) + 4, t);
-  }
-  fmt::format_to(std::back_inserter(out),
-                 "<text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">peak "
-                 "device memory per GPU</text>\n<text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\" "
-                 "text-anchor=\"end\">tokens/s per GPU</text>\n",
-                 kLeft + kPlotWidth / 2, height - 6, kLeft - 6, kTop - 12);
-  if (capacity_on_scale) {
-    fmt::format_to(std::back_inserter(out),
-                   "<line class=\"capacity\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" "
-                   "y2=\"{2:.1f}\"><title>capacity {3}</title></line>\n",
-                   x_of_gib(capacity.gib()), kTop, any_oom ? oom_y + kOomBand / 2 : bottom,
-                   bytes_text(capacity));
-  } else if (capacity.count > 0) {
-    fmt::format_to(std::back_inserter(out),
-                   "<text class=\"tick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">GPU "
-                   "capacity {} (off the scale)</text>\n",
-                   kLeft + kPlotWidth, kTop - 12, bytes_text(capacity));
-  }
-  if (any_oom)
-    fmt::format_to(std::back_inserter(out),
-                   "<rect class=\"oom-band\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                   "height=\"{:.1f}\"/><text class=\"tick\" x=\"{:.1f}\" y=\"{:.1f}\" "
-                   "text-anchor=\"end\">out of memory</text>\n",
-                   kLeft, oom_y - kOomBand / 2, kPlotWidth, kOomBand, kLeft - 6, oom_y + 4);
-  std::vector<bool> on_front(points.size(), false);
-  for (std::size_t i : front) on_front[i] = true;
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    const HtmlPoint& p = points[i];
-    const std::string tip = html_escape(
-        fmt::format("{}: {:.1f} tokens/s per GPU, {} peak{}{}{}", p.label, p.tokens_per_s_per_gpu,
-                    bytes_text(p.peak), p.detail.empty() ? "" : ", ", p.detail,
-                    p.oom ? " (out of memory)" : ""));
-    const double x = x_of_gib(p.peak.gib());
-    if (p.oom) {
-      fmt::format_to(std::back_inserter(out),
-                     "<path class=\"oom\" d=\"M{0:.1f},{1:.1f}l8,8m0,-8l-8,8\"><title>{2}</title>"
-                     "</path>\n",
-                     x - 4, oom_y - 4, tip);
-    } else if (!on_front[i]) {
-      fmt::format_to(std::back_inserter(out),
-                     "<circle class=\"point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\"><title>{}"
-                     "</title></circle>\n",
-                     x, y_of_tps(p.tokens_per_s_per_gpu), tip);
-    }
-  }
-  // The front last, on top: a staircase from the least memory up.
-  Series line;
-  for (std::size_t k = 0; k < front.size(); ++k) {
-    const HtmlPoint& p = points[front[k]];
-    const double x = x_of_gib(p.peak.gib()), y = y_of_tps(p.tokens_per_s_per_gpu);
-    if (k > 0) line.add(x, line.last_y);
-    line.add(x, y);
-  }
-  if (!front.empty())
-    fmt::format_to(std::back_inserter(out), "<polyline class=\"front\" points=\"{}\"/>\n",
-                   line.points);
-  for (std::size_t k = 0; k < front.size(); ++k) {
-    const HtmlPoint& p = points[front[k]];
-    fmt::format_to(std::back_inserter(out),
-                   "<circle class=\"front-point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"5.5\"><title>"
-                   "Pareto front #{}: {}: {:.1f} tokens/s per GPU, {} peak{}{}</title></circle>\n",
-                   x_of_gib(p.peak.gib()), y_of_tps(p.tokens_per_s_per_gpu), k + 1,
-                   html_escape(p.label), p.tokens_per_s_per_gpu, bytes_text(p.peak),
-                   p.detail.empty() ? "" : ", ", html_escape(p.detail));
+                   kClass[which], memory_line(page, stage, which, y_of));
   }
   out.append("</svg>\n");
   return out;
