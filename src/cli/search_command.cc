@@ -112,12 +112,13 @@ Result<int> SearchCommand::run() const {
     line.update(done, total);
   };
   PRISM_ASSIGN_OR_RETURN(const SearchOutput out, search_job(base, axes_, options));
-  std::fputs(format_search_text(base, out, top_).c_str(), stdout);
+  const std::string text = format_search_text(base, out, top_);
+  std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
   std::vector<std::pair<std::string, std::string>> outputs;  // all or none
   if (!csv_path_.empty()) outputs.emplace_back(csv_path_, format_search_csv(out));
   if (!report_path_.empty()) outputs.emplace_back(report_path_, format_search_json(base, out));
-  if (!html_path_.empty()) outputs.emplace_back(html_path_, format_search_html(base, out));
+  if (!html_path_.empty()) outputs.emplace_back(html_path_, format_search_html(base, out, top_));
   PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   return 0;
 }

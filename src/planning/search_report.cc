@@ -224,10 +224,11 @@ std::string format_search_json(const PreparedJob& base, const SearchOutput& out)
   return j.dump(2) + "\n";
 }
 
-std::string format_search_html(const PreparedJob& base, const SearchOutput& out) {
+std::string format_search_html(const PreparedJob& base, const SearchOutput& out, int top) {
   HtmlPage page;
   page.title = fmt::format("prism search: {}", base.job.name);
   page.facts = header_facts(base, out);
+  page.text = format_search_text(base, out, top);
   // Device memory against the GPU's (--memory-fraction limits the
   // allocator's share of it, not the device).
   page.capacity = out.capacity;

@@ -20,7 +20,8 @@ std::string format_search_text(const PreparedJob& base, const SearchOutput& out,
 std::string format_search_csv(const SearchOutput& out);
 std::string format_search_json(const PreparedJob& base, const SearchOutput& out);
 // The HTML report (report/html_page.h): the header, every configuration on
-// a tokens/s per GPU against peak memory scatter, the Pareto front.
-std::string format_search_html(const PreparedJob& base, const SearchOutput& out);
+// a tokens/s per GPU against peak memory scatter, the Pareto front, and the
+// text of format_search_text (its `top` best).
+std::string format_search_html(const PreparedJob& base, const SearchOutput& out, int top);
 
 }  // namespace prism
