@@ -98,8 +98,9 @@ Result<int> EmulateCommand::run() const {
   catch_termination_signals();
   runtime::EmulationOptions o = options_;
   PRISM_ASSIGN_OR_RETURN(o.nccl, nccl_.selection());
-  PRISM_RETURN_IF_ERROR(check_output_files(
-      *app_, {"--report", "--trace", "--save-graph", "--rank-env"}, job_.job_path, "job spec"));
+  PRISM_RETURN_IF_ERROR(
+      check_output_files(*app_, {"--report", "--trace", "--html", "--save-graph", "--rank-env"},
+                         job_.job_path, "job spec"));
   // The option blocks shared with other commands; the rest went straight
   // into options_.
   o.job = job_;
@@ -108,6 +109,7 @@ Result<int> EmulateCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(o.trace_level, output_.level());
   o.report_path = output_.report_path;
   o.trace_path = output_.trace_path;
+  o.html_path = output_.html_path;
   o.fold = fold_.fold();
   if (app_->count("--capture-jobs") > 0) o.capture_jobs = capture_jobs_;
 

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "report/replay_html.h"
+
 namespace prism {
 
 void OutputOptions::add_to(CLI::App* app, const std::string& trace_help,
@@ -16,6 +18,16 @@ void OutputOptions::add_to(CLI::App* app, const std::string& trace_help,
       ->type_name("LEVEL")
       ->capture_default_str()
       ->needs(trace);
+  app->add_option("--html", html_path,
+                  "Write the HTML report to FILE: one self-contained page with each stage's "
+                  "timeline of the iteration, the breakdown, memory over time and the "
+                  "collectives")
+      ->type_name("FILE");
+}
+
+std::vector<Rank> OutputOptions::traced(const ExecutionGraph& g,
+                                        std::vector<Rank> trace_ranks) const {
+  return html_path.empty() ? trace_ranks : with_html_ranks(g, std::move(trace_ranks));
 }
 
 void FoldOption::add_to(CLI::App* app, const std::string& help) {

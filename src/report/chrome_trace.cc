@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <utility>
 #include <vector>
@@ -356,9 +357,26 @@ void append_failure(const ExecutionGraph& g, const ReplayResult& r, const std::v
   }
 }
 
-std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r,
+std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& replayed,
                                 const std::vector<MeasuredSlice>& measured,
                                 const TraceOptions& options) {
+  // Only options.ranks, when given: the records, samples and timelines of
+  // the others dropped from a copy.
+  ReplayResult kept;
+  if (!options.ranks.empty()) {
+    auto in = [&](Rank rank) {
+      return std::binary_search(options.ranks.begin(), options.ranks.end(), rank);
+    };
+    std::copy_if(replayed.trace.begin(), replayed.trace.end(), std::back_inserter(kept.trace),
+                 [&](const TraceRecord& t) { return in(t.rank); });
+    std::copy_if(replayed.memory_trace.begin(), replayed.memory_trace.end(),
+                 std::back_inserter(kept.memory_trace),
+                 [&](const MemorySample& m) { return in(m.rank); });
+    std::copy_if(replayed.timelines.begin(), replayed.timelines.end(),
+                 std::back_inserter(kept.timelines),
+                 [&](const RankTimeline& t) { return in(t.rank); });
+  }
+  const ReplayResult& r = options.ranks.empty() ? replayed : kept;
   std::vector<Rank> ranks;
   for (const TraceRecord& rec : r.trace) ranks.push_back(rec.rank);
   for (const MeasuredSlice& m : measured) ranks.push_back(m.rank);
@@ -424,7 +442,7 @@ std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r,
       append_host(rank, tracks_of(role).host, std::move(computed), rank_end, &out);
     }
   }
-  if (r.failure) append_failure(g, r, ranks, &out);
+  if (replayed.failure) append_failure(g, replayed, ranks, &out);
   // Memory counters of the same ranks: one track per rank, MiB. Below the
   // ops level, per segment between two markers of the rank, only its first
   // sample, its highest (allocated) and its last.

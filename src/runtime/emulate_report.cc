@@ -34,6 +34,18 @@ SimTime EmulateSummary::iteration_time() const {
   return t;
 }
 
+std::vector<HtmlFact> emulate_facts(const EmulateSummary& s) {
+  std::string real;
+  for (const LiveRankReport& r : s.emulated.live)
+    real += fmt::format("{}{}", real.empty() ? "" : ",", r.rank);
+  return {{"job", fmt::format("{} ({} ranks)", s.job, s.world_size)},
+          {"real ranks", fmt::format("{}: {}", real, s.program)},
+          {"emulated iteration",
+           fmt::format("{:.6f} s; the replay without real ranks predicts {:.6f} s ({:+.2f}%)",
+                       secs(s.iteration_time()), secs(s.predicted_iteration_time),
+                       error_pct(s.iteration_time(), s.predicted_iteration_time))}};
+}
+
 std::string format_emulate_text(const EmulateSummary& s) {
   std::string out = fmt::format("job:                {} ({} ranks), {} real: {}\n", s.job,
                                 s.world_size, s.emulated.live.size(), s.program);

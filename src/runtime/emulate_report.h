@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "report/html_page.h"
 #include "runtime/coordinator.h"
 
 namespace prism::runtime {
@@ -41,5 +42,8 @@ int host_cores();
 std::string format_emulate_text(const EmulateSummary& s);
 // Indented JSON ending in a newline; keys in a fixed order.
 std::string format_emulate_json(const EmulateSummary& s);
+// The HTML report's headline (report/replay_html.h): job, real ranks, the
+// emulated iteration against the prediction.
+std::vector<HtmlFact> emulate_facts(const EmulateSummary& s);
 
 }  // namespace prism::runtime

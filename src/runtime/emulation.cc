@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <system_error>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "replay/replay.h"
 #include "report/chrome_trace.h"
 #include "report/memory_report.h"
+#include "report/replay_html.h"
 #include "runtime/launcher.h"
 #include "runtime/slice_capture.h"
 #include "simulation/simulation.h"
@@ -213,7 +215,8 @@ Result<CoordinatorResult> Emulation::emulate() {
   co.live_ranks = real_;
   co.job = job_.job.name;
   co.fold = options_.fold;
-  co.trace_ranks = traced_;
+  // The HTML report shows each role's first rank: traced too.
+  co.trace_ranks = options_.html_path.empty() ? traced_ : with_html_ranks(*graph_, traced_);
   co.timeout = env_.timeout();
   co.capture = !options_.capture_dir.empty();
   co.secret = env_.secret;
@@ -317,10 +320,29 @@ Status Emulation::write_outputs(const EmulationResult& r) const {
   if (!options_.report_path.empty())
     outputs.emplace_back(options_.report_path, format_emulate_json(s));
   if (!options_.trace_path.empty()) {
-    // The real ranks labelled real, with their host threads filled.
-    TraceOptions trace{options_.trace_level, real_};
+    // The real ranks labelled real, with their host threads filled; not
+    // the ranks traced for the HTML report only.
+    TraceOptions trace{options_.trace_level, real_, {}};
+    if (!options_.html_path.empty()) {
+      std::merge(real_.begin(), real_.end(), traced_.begin(), traced_.end(),
+                 std::back_inserter(trace.ranks));
+      trace.ranks.erase(std::unique(trace.ranks.begin(), trace.ranks.end()), trace.ranks.end());
+    }
     outputs.emplace_back(options_.trace_path, format_chrome_trace(*graph_, s.emulated.replay,
                                                                   s.emulated.computed, trace));
+  }
+  if (!options_.html_path.empty()) {
+    ReplayHtmlOptions html;
+    html.title = fmt::format("prism emulate: {}", s.job);
+    html.facts = emulate_facts(s);
+    html.text = format_emulate_text(s);
+    html.cluster = job_.job.cluster;
+    html.nccl = models_.nccl;
+    html.capacity = models_.device.capacity;
+    html.real_ranks = real_;
+    html.measured = s.emulated.computed;
+    for (HtmlFact& f : replay_facts(*graph_, s.emulated.replay)) html.facts.push_back(std::move(f));
+    outputs.emplace_back(options_.html_path, format_replay_html(*graph_, s.emulated.replay, html));
   }
   PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   if (!options_.capture_dir.empty()) {

@@ -42,6 +42,7 @@ struct EmulationOptions {
   std::string trace_ranks;           // virtual ranks traced besides the real ones
   std::string report_path;           // each output: none when empty
   std::string trace_path;
+  std::string html_path;  // the HTML report (report/replay_html.h)
   TraceLevel trace_level = kDefaultTraceLevel;
   std::string capture_dir;      // each real rank's capture, DIR/rank<N>.json
   std::string save_graph_path;  // the graph emulated against

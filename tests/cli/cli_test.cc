@@ -247,6 +247,23 @@ std::vector<Case> cases() {
        {"replay", kGpt, "--report", "{tmp}/report.json", "--trace",
         "/nonexistent-prism-dir/trace.json"}},
       {"error_trace_is_a_folder", {"replay", kGpt, "--trace", "{tmp}"}},
+      // --html is checked with the other outputs before the work: none of
+      // them is written when one cannot be.
+      {"error_html_unwritable_with_report",
+       {"replay", kGpt, "--report", "{tmp}/report.json", "--html",
+        "/nonexistent-prism-dir/report.html"}},
+      {"error_html_is_a_folder", {"replay", kGpt, "--html", "{tmp}"}},
+      {"error_html_and_report_same_file",
+       {"replay", kGpt, "--report", "{tmp}/out", "--html", "{tmp}/./out"}},
+      {"error_simulate_html_unwritable_with_trace",
+       {"simulate", kJob, "--no-kernel-db", "--trace", "{tmp}/t.json", "--html",
+        "/nonexistent-prism-dir/s.html"}},
+      {"error_search_html_unwritable_with_csv",
+       {"search", kJob, "--no-kernel-db", "--tp", "2", "--pp", "2", "--csv", "{tmp}/all.csv",
+        "--html", "/nonexistent-prism-dir/s.html"}},
+      {"error_emulate_html_unwritable",
+       {"emulate", kJob, "--real-ranks", "0", "--report", "{tmp}/r.json", "--html",
+        "/nonexistent-prism-dir/e.html", "--", "true"}},
       {"error_report_and_trace_same_file",
        {"replay", kGpt, "--report", "{tmp}/out.json", "--trace", "{tmp}/./out.json"}},
       {"error_replay_directory", {"replay", "tests/cli/data"}},
@@ -555,6 +572,34 @@ TEST_F(CliDeterminismTest, RepeatedAndFoldedRunsAgree) {
   EXPECT_NE(reports[0], reports[2]);  // they do differ in how they ran
   EXPECT_EQ(without_run_fields(reports[0]), without_run_fields(reports[2]));
   EXPECT_EQ(traces[0], traces[2]);
+}
+
+// --html: the same page twice, and the trace beside it as it is without
+// --html (the ranks traced for the page stay out of it).
+TEST_F(CliDeterminismTest, HtmlRepeatsAndLeavesTheTraceAlone) {
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"replay", kGpt}, {"simulate", kJob, "--no-kernel-db"}}) {
+    std::vector<std::string> plain = command;
+    for (const char* a : {"--trace", "{tmp}/t_plain", "--trace-ranks", "1"}) plain.emplace_back(a);
+    ASSERT_EQ(run_prism(plain, tmp_).exit_status, 0);
+    std::vector<std::string> pages;
+    for (const char* tag : {"a", "b"}) {
+      std::vector<std::string> args = command;
+      for (const std::string& a :
+           {std::string("--trace"), "{tmp}/t_" + std::string(tag), std::string("--trace-ranks"),
+            std::string("1"), std::string("--html"), "{tmp}/h_" + std::string(tag)})
+        args.push_back(a);
+      ASSERT_EQ(run_prism(args, tmp_).exit_status, 0);
+      pages.push_back(slurp(fs::path(tmp_) / ("h_" + std::string(tag))));
+      EXPECT_EQ(slurp(fs::path(tmp_) / ("t_" + std::string(tag))),
+                slurp(fs::path(tmp_) / "t_plain"))
+          << command[0];
+    }
+    EXPECT_EQ(pages[0], pages[1]) << command[0];
+    for (const char* section : {"timeline", "breakdown", "memory", "collectives"})
+      EXPECT_NE(pages[0].find(std::string("<section id=\"") + section + "\">"), std::string::npos)
+          << command[0] << " " << section;
+  }
 }
 
 // Issue 25: at the default --trace-level a trace of 4 ranks of the 70B job
