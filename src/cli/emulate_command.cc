@@ -83,6 +83,13 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
                    "Write the job's graph (built, or captured from the program) to FILE")
       ->type_name("FILE");
   memory_.add_to(app_);
+  what_if_.add_to(app_);
+  // The virtual ranks and the network are perturbed; the real ranks run
+  // for real, so a node failure is refused (docs/emulate.md, "What-if").
+  what_if_.fail_node_option->description(
+      "Refused by prism emulate (run it with prism simulate or prism replay): the real ranks "
+      "would block for real in the failed node's collectives");
+  what_if_.nccl_timeout_option->description("With --fail-node, which prism emulate refuses");
   app_->add_option("PROGRAM", options_.program,
                    "The program to run for each real rank, after -- (none with --external-ranks)")
       ->type_name("PROGRAM ARGS...");
@@ -112,6 +119,7 @@ Result<int> EmulateCommand::run() const {
   o.html_path = output_.html_path;
   o.fold = fold_.fold();
   if (app_->count("--capture-jobs") > 0) o.capture_jobs = capture_jobs_;
+  o.what_if = [w = what_if_](int world_size) { return w.what_if(world_size); };
 
   runtime::Emulation emulation(std::move(o));
   PRISM_ASSIGN_OR_RETURN(const runtime::EmulationResult result, emulation.run());

@@ -355,6 +355,26 @@ std::vector<Case> cases() {
       {"error_fail_node_malformed", {"replay", kGpt, "--fail-node", "1"}},
       {"error_nccl_timeout_without_fail_node", {"replay", kGpt, "--nccl-timeout", "30s"}},
       {"error_nccl_timeout_zero", {"replay", kGpt, "--fail-node", "1@3ms", "--nccl-timeout", "0"}},
+      // prism emulate's what-if options: parsed as replay's, refused before
+      // any rank starts (a straggler on a real rank, a node failure).
+      {"error_emulate_straggler_real_rank",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0,15", "--straggler", "1,15:2", "--",
+        "/bin/true"}},
+      {"error_emulate_straggler_outside_world",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--straggler", "16:2", "--",
+        "/bin/true"}},
+      {"error_emulate_jitter_malformed",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--jitter", "5:x", "--",
+        "/bin/true"}},
+      {"error_emulate_link_degrade_no_such_node",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--link-degrade", "node:2:2", "--",
+        "/bin/true"}},
+      {"error_emulate_fail_node",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--fail-node", "1@1ms", "--",
+        "/bin/true"}},
+      {"error_emulate_nccl_timeout_without_fail_node",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--nccl-timeout", "30s", "--",
+        "/bin/true"}},
       // Search: the default space of the small job (exact ranking), a
       // narrower one with out-of-memory configurations and every output.
       {"search_help", {"search", "--help"}},
