@@ -70,6 +70,23 @@ void StageBuilder::wait(std::uint16_t stream, std::string_view event) {
   b_.wait(stream, event, "event");
 }
 
+void StageBuilder::ring_exchange(const Ring& ring, int steps,
+                                 const std::function<void(int)>& step) {
+  record(kCompute, ring.begin);
+  wait(ring.stream, ring.begin);
+  for (int i = 0; i < steps; ++i) {
+    const bool more = i + 1 < steps;
+    if (more) {
+      const std::uint32_t group = next_group_++;
+      p2p(OpKind::kSend, ring.stream, ring.next, ring.bytes, ring.tag, ring.send, group);
+      p2p(OpKind::kRecv, ring.stream, ring.prev, ring.bytes, ring.tag, ring.recv, group);
+      record(ring.stream, ring.arrived);
+    }
+    step(i);
+    if (more) wait(kCompute, ring.arrived);
+  }
+}
+
 // The hidden state a layer of `chunk` hands on: the next layer's input (kept
 // for its backward or, inside a recompute group, dropped after its forward),
 // or for the last layer what leaves the chunk.

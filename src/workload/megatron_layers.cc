@@ -74,24 +74,21 @@ int StageBuilder::attention_core(bool backward) {
   if (x_.c == 1) {
     kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true), name);
   } else {
-    const std::int64_t kv_bytes = (backward ? 2 : 1) * 2 * kBf16 * x_.b * x_.s * hkv * x_.d;
-    const std::int32_t tag = backward ? kTagCpBackward : kTagCpForward;
-    record(kCompute, "cp_begin");
-    wait(kCp, "cp_begin");
-    for (int i = 0; i < x_.c; ++i) {
-      if (i + 1 < x_.c) {
-        const std::uint32_t group = next_group_++;
-        p2p(OpKind::kSend, kCp, slots_.cp_next, kv_bytes, tag, "cp_send_kv", group);
-        p2p(OpKind::kRecv, kCp, slots_.cp_prev, kv_bytes, tag, "cp_recv_kv", group);
-        record(kCp, "cp_kv");
-      }
-      if (i == 0) {
-        kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true), name);
-      } else {
-        kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s / 2, x_.d, false), name);
-      }
-      if (i + 1 < x_.c) wait(kCompute, "cp_kv");
-    }
+    const Ring ring{.stream = kCp,
+                    .next = slots_.cp_next,
+                    .prev = slots_.cp_prev,
+                    .bytes = (backward ? 2 : 1) * 2 * kBf16 * x_.b * x_.s * hkv * x_.d,
+                    .tag = backward ? kTagCpBackward : kTagCpForward,
+                    .begin = "cp_begin",
+                    .send = "cp_send_kv",
+                    .recv = "cp_recv_kv",
+                    .arrived = "cp_kv"};
+    // The diagonal block is causal; the others are half blocks.
+    ring_exchange(ring, static_cast<int>(x_.c), [&](int i) {
+      kernel(i == 0 ? attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true)
+                    : attention(backward, x_.b, hq, hkv, x_.s, x_.s / 2, x_.d, false),
+             name);
+    });
   }
   if (backward) {
     release("attn_out");  // flash attention's backward reads its output

@@ -198,6 +198,19 @@ class StageBuilder {
            std::string_view name, std::uint32_t group = 0);
   void record(std::uint16_t stream, std::string_view event);
   void wait(std::uint16_t stream, std::string_view event);
+  // A ring exchange beside computation (CP's K/V ring, userbuffers' TP
+  // all-gather): `steps` steps; before each but the last, a paired send to
+  // `next` and receive from `prev` of `bytes` on `stream`, recorded as
+  // `arrived`; meanwhile step(i) computes on the compute stream, which then
+  // waits for the arrival.
+  struct Ring {
+    std::uint16_t stream;
+    int next, prev;
+    std::int64_t bytes;
+    std::int32_t tag;
+    std::string_view begin, send, recv, arrived;  // op and event names
+  };
+  void ring_exchange(const Ring& ring, int steps, const std::function<void(int)>& step);
 
   // Memory (megatron_memory.cc).
   int alloc(std::int64_t bytes, std::string_view name);

@@ -27,21 +27,18 @@ void StageBuilder::kernel_beside(const Kernel& k, std::string_view name, int com
 // to each rank's successor (a paired send and receive of one shard).
 void StageBuilder::ring_all_gather_gemm(std::int64_t m, std::int64_t n, std::int64_t k,
                                         std::string_view name) {
-  const std::uint16_t tp = tp_stream(x_);
   const std::int64_t rows = m / x_.t;
-  const std::int64_t shard = kBf16 * rows * k;
-  record(kCompute, "tp_ring_begin");
-  wait(tp, "tp_ring_begin");
-  for (int i = 0; i < x_.t; ++i) {
-    if (i + 1 < x_.t) {
-      const std::uint32_t group = next_group_++;
-      p2p(OpKind::kSend, tp, slots_.tp_next, shard, kTagTpRing, "tp_ring_send", group);
-      p2p(OpKind::kRecv, tp, slots_.tp_prev, shard, kTagTpRing, "tp_ring_recv", group);
-      record(tp, "tp_ring_chunk");
-    }
-    kernel(gemm(rows, n, k, x_.gemm_dtype), name);
-    if (i + 1 < x_.t) wait(kCompute, "tp_ring_chunk");
-  }
+  const Ring ring{.stream = tp_stream(x_),
+                  .next = slots_.tp_next,
+                  .prev = slots_.tp_prev,
+                  .bytes = kBf16 * rows * k,
+                  .tag = kTagTpRing,
+                  .begin = "tp_ring_begin",
+                  .send = "tp_ring_send",
+                  .recv = "tp_ring_recv",
+                  .arrived = "tp_ring_chunk"};
+  ring_exchange(ring, static_cast<int>(x_.t),
+                [&](int) { kernel(gemm(rows, n, k, x_.gemm_dtype), name); });
 }
 
 // TE's split_overlap_rs (pipeline): the GEMM in kPipelineSplits chunks of
