@@ -178,6 +178,13 @@ std::string memory_line(const HtmlPage& page, const HtmlStage& stage, int which,
   return s.points;
 }
 
+// A stage's name left of its row, its baseline at `y`.
+void stage_label(const HtmlStage& stage, double y, std::string* out) {
+  fmt::format_to(std::back_inserter(*out),
+                 "<text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
+                 kLeft - 8, y, html_escape(stage.name));
+}
+
 }  // namespace
 
 std::string svg_open(double width, double height, std::string_view label) {
@@ -267,10 +274,7 @@ std::string timeline_svg(const HtmlPage& page) {
   for (std::size_t i = 0; i < page.stages.size(); ++i) {
     const HtmlStage& s = page.stages[i];
     const double y = kTop + kRow * static_cast<double>(i);
-    fmt::format_to(
-        std::back_inserter(out),
-        "<text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
-        kLeft - 8, y + kBar / 2 + 4, html_escape(s.name));
+    stage_label(s, y + kBar / 2 + 4, &out);
     timeline_row(page, s, y, kBar, &out);
   }
   out.append("</g>\n</svg>\n");
@@ -287,10 +291,7 @@ std::string breakdown_svg(const HtmlPage& page) {
   for (std::size_t i = 0; i < page.stages.size(); ++i) {
     const HtmlStage& s = page.stages[i];
     const double y = kTop + kRow * static_cast<double>(i);
-    fmt::format_to(
-        std::back_inserter(out),
-        "<text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
-        kLeft - 8, y + kBar / 2 + 4, html_escape(s.name));
+    stage_label(s, y + kBar / 2 + 4, &out);
     double x = kLeft;
     for (int c = 0; c < kNumTimeCategories; ++c) {
       const auto cat = static_cast<TimeCategory>(c);
