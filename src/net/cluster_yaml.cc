@@ -26,6 +26,7 @@ struct Field {
   std::function<Status(const YAML::Node&, ClusterSpec*)> set;
 };
 
+using yaml::problem;
 using yaml::scalar;
 using yaml::where;
 
@@ -230,7 +231,7 @@ Result<ClusterSpec> parse_cluster_yaml_node(const YAML::Node& root,
   } catch (const YAML::Exception& e) {  // e.g. a key that is not a scalar
     const std::string place =
         context.where ? context.where("", e.mark) : where(context.source, e.mark);
-    return Status::invalid_argument(fmt::format("{}: {}", place, e.msg));
+    return Status::invalid_argument(fmt::format("{}: {}", place, problem(e)));
   }
 }
 
@@ -240,7 +241,7 @@ Result<ClusterSpec> parse_cluster_yaml(std::string_view text, std::string_view s
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(
-        fmt::format("{}: malformed YAML: {}", where(source, e.mark), e.msg));
+        fmt::format("{}: malformed YAML: {}", where(source, e.mark), problem(e)));
   }
   return parse_cluster_yaml_node(root, ClusterYamlContext{std::string(source), "", {}});
 }

@@ -18,6 +18,10 @@ inline std::string where(std::string_view source, const YAML::Mark& m) {
   return fmt::format("{}:{}:{}", source, m.line + 1, m.column + 1);
 }
 
+// What a yaml-cpp exception says is wrong, in our words (never the
+// library's text); the place is the caller's (where(source, e.mark)).
+std::string problem(const YAML::Exception& e);
+
 // The scalar `n` as a T; `type` names T in errors ("an integer").
 template <typename T>
 Result<T> scalar(const YAML::Node& n, std::string_view type) {

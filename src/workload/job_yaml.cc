@@ -312,7 +312,8 @@ class JobParser {
       try {
         value = YAML::Load(arg.substr(eq + 1));
       } catch (const YAML::Exception& e) {
-        return Status::invalid_argument(fmt::format("{}: malformed value: {}", named, e.msg));
+        return Status::invalid_argument(
+            fmt::format("{}: malformed value: {}", named, yaml::problem(e)));
       }
       overrides_[fmt::format("{}", fmt::join(parts, "."))] = named;
       const YAML::Node& croot = root;
@@ -427,7 +428,7 @@ class JobParser {
         *doc = YAML::Load(*text);
       } catch (const YAML::Exception& e) {
         return Status::invalid_argument(
-            fmt::format("{}: malformed YAML: {}", where(*doc_source, e.mark), e.msg));
+            fmt::format("{}: malformed YAML: {}", where(*doc_source, e.mark), yaml::problem(e)));
       }
     } else {
       return Status::invalid_argument(
@@ -535,12 +536,12 @@ Result<JobSpec> parse_job_yaml(std::string_view text, std::string_view source,
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(
-        fmt::format("{}: malformed YAML: {}", where(source, e.mark), e.msg));
+        fmt::format("{}: malformed YAML: {}", where(source, e.mark), yaml::problem(e)));
   }
   try {
     return JobParser(source, overrides).parse(root);
   } catch (const YAML::Exception& e) {  // e.g. a key that is not a scalar
-    return Status::invalid_argument(fmt::format("{}: {}", where(source, e.mark), e.msg));
+    return Status::invalid_argument(fmt::format("{}: {}", where(source, e.mark), yaml::problem(e)));
   }
 }
 

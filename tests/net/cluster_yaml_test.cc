@@ -94,7 +94,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "c.yaml: give num_gpus or num_nodes, not both"},
         BadCase{"preset: dgx-h100\nfabric: 3\n", "c.yaml:2:9: fabric: expected a mapping"},
         BadCase{"- 1\n- 2\n", "c.yaml:1:1: the cluster spec must be a mapping"},
-        BadCase{"node: {gpus: [1\n", "c.yaml:2:1: malformed YAML: end of sequence flow not found"},
+        BadCase{"node: {gpus: [1\n",
+                "c.yaml:2:1: malformed YAML: a '[' list is not closed with ']'"},
         BadCase{"speed: 3\n",
                 "c.yaml:1:1: speed: unknown field (fields: preset, name, gpu, node, network, "
                 "fabric, num_gpus, num_nodes)"}));

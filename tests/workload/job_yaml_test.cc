@@ -257,7 +257,7 @@ TEST(JobYaml, ErrorsNameFileLineAndColumn) {
             "job.yaml:1:7: name: expected a string");
   EXPECT_EQ(error_of("- 1\n"), "job.yaml:1:1: the job spec must be a mapping");
   EXPECT_EQ(error_of("model: {preset: [1\n"),
-            "job.yaml:2:1: malformed YAML: end of sequence flow not found");
+            "job.yaml:2:1: malformed YAML: a '[' list is not closed with ']'");
 }
 
 // Megatron's defaults: fp32 gradient reduction for bf16 (validate_args), the
