@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "runtime/coordinator_impl.h"
+#include "runtime/launcher.h"
 
 namespace prism::runtime {
 namespace {
@@ -83,8 +84,11 @@ Status Coordinator::Impl::check(SteadyClock::time_point now) {
     if (s.done || bound(s) != h || (s.wait.active && !s.wait.woken)) continue;
     if (now - live_.last_heard(s.rank) > options_.timeout) {
       return Status::deadline_exceeded(fmt::format(
-          "live rank {} (pid {}) sent nothing for {} while the emulation waited for it; {}", s.rank,
-          s.pid, live_.seconds_of_timeout(), last_op_text(s)));
+          "live rank {} (pid {}) sent nothing for {} while the emulation waited for it{}; {}",
+          s.rank, s.pid, live_.seconds_of_timeout(),
+          process_stopped(s.pid) ? " (the process is stopped: SIGSTOP, job control or a debugger)"
+                                 : "",
+          last_op_text(s)));
     }
   }
   return Status::ok();

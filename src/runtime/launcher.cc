@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <optional>
 #include <system_error>
 
@@ -418,6 +419,17 @@ void Launcher::end_stream(Stream& s) {
   std::lock_guard lock(mu_);
   children_.at(s.rank)->open_streams--;
   changed_.notify_all();
+}
+
+bool process_stopped(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  if (!pid || !std::getline(in, stat)) return false;
+  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses.
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return false;
+  const char state = stat[close + 2];
+  return state == 'T' || state == 't';
 }
 
 }  // namespace prism::runtime

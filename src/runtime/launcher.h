@@ -120,4 +120,8 @@ class Launcher {
   bool closing_ = false;
 };
 
+// Whether process `pid` is stopped (SIGSTOP, job control or a debugger):
+// state T or t in /proc/PID/stat. False when it cannot be read.
+bool process_stopped(pid_t pid);
+
 }  // namespace prism::runtime

@@ -243,7 +243,8 @@ TEST_F(EmulateFaultsTest, RankStoppedPastTheTimeout) {
                               {"--timeout", "1", "--report", "{tmp}/r.json"});
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_THAT(r.err, MatchesRegex("error: live rank 0 \\(pid [0-9]+\\) sent nothing for 1 s while "
-                                  "the emulation waited for it.*\n"));
+                                  "the emulation waited for it \\(the process is stopped: SIGSTOP, "
+                                  "job control or a debugger\\).*\n"));
   EXPECT_LT(seconds_, 15);
   EXPECT_FALSE(fs::exists(tmp_ + "/r.json"));
   expect_clean();

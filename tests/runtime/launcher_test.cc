@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -95,6 +96,29 @@ bool dies_soon(pid_t pid) {
     if (!alive(pid)) return true;
   }
   return false;
+}
+
+// A child stopped with SIGSTOP reads as stopped, running again after
+// SIGCONT; this process is not stopped, and a pid that is gone is not.
+TEST(LauncherTest, ProcessStoppedReadsTheProcessState) {
+  EXPECT_FALSE(process_stopped(getpid()));
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_EQ(kill(child, SIGSTOP), 0);
+  bool stopped = false;
+  for (int i = 0; i < 200 && !(stopped = process_stopped(child)); ++i) usleep(5000);
+  EXPECT_TRUE(stopped);
+  ASSERT_EQ(kill(child, SIGCONT), 0);
+  bool running = false;
+  for (int i = 0; i < 200 && !(running = !process_stopped(child)); ++i) usleep(5000);
+  EXPECT_TRUE(running);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_FALSE(process_stopped(child));
 }
 
 TEST(LauncherTest, ForwardsLinesPerRankAndStream) {
