@@ -366,14 +366,13 @@ bool Engine::alloc_op(std::uint32_t s, std::uint16_t st, std::int32_t oi, const 
 void Engine::free_op(std::uint32_t s, std::int32_t oi, const Op& op) {
   const SimRank& sr = sranks_[s];
   int pending = 0;
-  const auto& waits = tables_[sr.role].record_waits;
-  if (const auto it = waits.find(oi); it != waits.end()) {
-    for (const auto& [st, count] : it->second) {
-      const std::uint32_t si = sr.first_stream + st;
-      if (streams_[si].done >= count) continue;
-      release_waits_[si].push_back(ReleaseWait{count, op.ref});
-      ++pending;
-    }
+  const RoleTables& t = tables_[sr.role];
+  for (std::uint32_t w = t.record_wait_begin[oi]; w < t.record_wait_begin[oi + 1]; ++w) {
+    const auto [st, count] = t.record_waits[w];
+    const std::uint32_t si = sr.first_stream + st;
+    if (streams_[si].done >= count) continue;
+    release_waits_[si].push_back(ReleaseWait{count, op.ref});
+    ++pending;
   }
   models_.memory->free(static_cast<int>(s), op.ref, op.stream, now_, pending > 0);
   if (pending > 0) pending_release_[static_cast<std::uint64_t>(s) << 32 | op.ref] = pending;

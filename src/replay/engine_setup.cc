@@ -41,7 +41,9 @@ void Engine::build_role_tables() {
       if (t.dep_index[d] == kNone) t.dep_index[d] = t.num_dep_targets++;
     t.comm_index.assign(role.ops.size(), kNone);
     std::vector<std::int32_t> per_slot(g_.slots.size(), 0);
+    t.record_wait_begin.reserve(role.ops.size() + 1);
     for (std::size_t i = 0; i < role.ops.size(); ++i) {
+      t.record_wait_begin.push_back(static_cast<std::uint32_t>(t.record_waits.size()));
       const Op& op = role.ops[i];
       if (op.kind == OpKind::kCollective) t.comm_index[i] = per_slot[op.ref]++;
       if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) t.comm_index[i] = t.num_p2p++;
@@ -52,10 +54,11 @@ void Engine::build_role_tables() {
           const auto before = static_cast<std::uint32_t>(
               std::lower_bound(list.begin(), list.end(), static_cast<std::int32_t>(i)) -
               list.begin());
-          if (before > 0) t.record_waits[static_cast<std::int32_t>(i)].emplace_back(st, before);
+          if (before > 0) t.record_waits.emplace_back(st, before);
         }
       }
     }
+    t.record_wait_begin.push_back(static_cast<std::uint32_t>(t.record_waits.size()));
   }
 }
 
