@@ -236,10 +236,12 @@ void Engine::arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t o
   rec.comm = comm;
   rec.seq = seq;
   if (models_.nccl != nullptr) {
-    const NcclMemory::Need need = models_.nccl->collective_need(t);
-    for (const Arrival& a : c.arrivals(seq))
-      add_nccl(a,
-               models_.nccl->connect_collective(static_cast<std::uint32_t>(a.srank), comm, need));
+    const NcclMemory::GroupConnect g =
+        models_.nccl->connect_group(comm, models_.nccl->collective_need(t));
+    if (g.bytes != 0 || g.init) {
+      for (const Arrival& a : c.arrivals(seq))
+        add_nccl(a, models_.nccl->member_bytes(static_cast<std::uint32_t>(a.srank), g));
+    }
   }
   start_transfer(t, rec, c.arrivals(seq));
 }
