@@ -2,7 +2,6 @@
 // point-to-point channels, all derived once before the event loop runs.
 #include <algorithm>
 #include <map>
-#include <tuple>
 
 #include "replay/engine.h"
 #include "replay/nccl_memory.h"
@@ -136,9 +135,14 @@ void Engine::build_communicators() {
 // Numbers every send and receive within its channel in issue order, so that
 // the n-th send pairs with the n-th receive whichever stream gets there first.
 void Engine::build_p2p_sequences() {
-  // (direction, channel) -> ops numbered so far; the channel includes the tag.
-  std::map<std::tuple<bool, std::int32_t, std::int32_t, std::int32_t, std::int32_t>, std::int32_t>
-      n;
+  // (direction, channel) -> ops numbered so far; the channel includes the
+  // tag. A rank has a handful of channels: a vector scanned beats a tree.
+  struct Count {
+    bool is_send;
+    P2PRendezvous::Key key;
+    std::int32_t n;
+  };
+  std::vector<Count> n;
   for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
     const SimRank& sr = sranks_[s];
     const Role& role = g_.roles[sr.role];
@@ -151,7 +155,10 @@ void Engine::build_p2p_sequences() {
       Rank peer = kNone;
       const P2PRendezvous::Key k = p2p_channel(s, op, &peer);
       const bool is_send = op.kind == OpKind::kSend;
-      p2p_seq_[sr.first_p2p + t.comm_index[i]] = n[{is_send, k.src, k.dst, k.tag, k.route}]++;
+      auto it = std::find_if(n.begin(), n.end(),
+                             [&](const Count& c) { return c.is_send == is_send && c.key == k; });
+      if (it == n.end()) it = n.insert(n.end(), Count{is_send, k, 0});
+      p2p_seq_[sr.first_p2p + t.comm_index[i]] = it->n++;
     }
   }
 }
