@@ -21,6 +21,10 @@ packages=(
   # PyTorch programs as real ranks: .venv (below) is made with Debian's
   # python3 and its venv module, and the c10d backend needs its Python.h.
   python3 python3-venv python3-dev
+  # tests/scripts/html_report_test.py opens the --html reports in headless
+  # chromium (loads, no console error, a non-blank screenshot); about 410 MB
+  # with its libraries, some 30 s to install.
+  chromium
 )
 
 missing=()

@@ -6,47 +6,74 @@ For every job spec examples/validation/<id>.yaml, runs
     build/bin/prism simulate <id>.yaml --report <tmp>.json
 
 reads iteration_time_s and tokens_per_s_per_gpu from the report, and compares
-them with the row <id> of the calibration table (training_runs.csv: columns
-id, model, gpus, step_time_s, tokens_per_s_per_gpu). Prints a markdown table
-and the mean absolute error over the rows that ran; a row that fails shows
-prism's error message in the table. Pure standard-library Python.
+them with the row <id> of the measurement tables: the shared calibration table
+(shared/calibration/training_runs.csv) and the repository's own
+examples/validation/h100_runs.csv. Both have the columns id, model, gpus,
+step_time_s, tokens_per_s_per_gpu (and hardware, precision for the splits).
+
+Prints a markdown table of every row, then the mean and max absolute
+step-time error split by GPU type, model size (<20B, 20-100B, >100B
+parameters, as prism counts them), precision (bf16, fp8) and scale (GPUs
+<=64, 65-512, >512). A row whose simulation runs out of memory (prism exits
+4) shows as OOM and is counted, not averaged; a row that fails shows prism's
+error. Pure standard-library Python.
 
     scripts/validate.py                      # all rows
     scripts/validate.py --dry-run            # only match files to CSV rows
     scripts/validate.py --only NAR21 --prism-arg=--kernel-db=kernels.csv
+    scripts/validate.py --csv A.csv --csv B.csv   # other tables instead
 """
 
 import argparse
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CSV_CANDIDATES = (
+SHARED_CSV_CANDIDATES = (
     os.path.join(REPO, "shared", "calibration", "training_runs.csv"),
     os.path.join(os.path.dirname(REPO), "shared", "calibration", "training_runs.csv"),
 )
+OWN_CSV = os.path.join(REPO, "examples", "validation", "h100_runs.csv")
+REQUIRED = ("id", "model", "gpus", "step_time_s", "tokens_per_s_per_gpu")
+EXIT_OUT_OF_MEMORY = 4  # prism simulate: a rank ran out of memory (report still written)
 
 
-def find_csv(path):
-    if path:
-        return path
-    for candidate in CSV_CANDIDATES:
-        if os.path.exists(candidate):
-            return candidate
-    return CSV_CANDIDATES[-1]
+def default_csvs():
+    """The shared table (if this checkout has one beside it) and ours."""
+    paths = []
+    env = os.environ.get("PRISM_TRAINING_RUNS_CSV")
+    if env:
+        paths.append(env)
+    else:
+        found = [c for c in SHARED_CSV_CANDIDATES if os.path.exists(c)]
+        paths.extend(found[:1])
+        if not found:
+            print("note: shared/calibration/training_runs.csv not found (set PRISM_TRAINING_RUNS_CSV "
+                  "or pass --csv); using %s only" % os.path.relpath(OWN_CSV, REPO), file=sys.stderr)
+    paths.append(OWN_CSV)
+    return paths
 
 
-def read_rows(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    missing = {"id", "model", "gpus", "step_time_s", "tokens_per_s_per_gpu"} - set(rows[0] if rows else {})
-    if missing:
-        raise ValueError("%s: missing columns %s" % (path, ", ".join(sorted(missing))))
-    return {r["id"]: r for r in rows}
+def read_rows(paths):
+    """{id: row} over all tables, each row with its table's path under '_csv'."""
+    rows = {}
+    for path in paths:
+        with open(path, newline="") as f:
+            table = list(csv.DictReader(f))
+        missing = set(REQUIRED) - set(table[0] if table else {})
+        if missing:
+            raise ValueError("%s: missing columns %s" % (path, ", ".join(sorted(missing))))
+        for line, r in enumerate(table, start=2):
+            if r["id"] in rows:
+                raise ValueError("%s:%d: id %s already in %s" % (path, line, r["id"], rows[r["id"]]["_csv"]))
+            r["_csv"] = path
+            rows[r["id"]] = r
+    return rows
 
 
 def number(text):
@@ -57,7 +84,7 @@ def number(text):
 
 
 def run_prism(prism, spec, extra_args, timeout_s):
-    """(report dict, None) or (None, error message)."""
+    """(report dict, None, oom) or (None, error message, False)."""
     fd, report = tempfile.mkstemp(prefix="prism_validate_", suffix=".json")
     os.close(fd)
     try:
@@ -66,27 +93,114 @@ def run_prism(prism, spec, extra_args, timeout_s):
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   universal_newlines=True, timeout=timeout_s)
         except FileNotFoundError:
-            return None, "prism not found at %s (build it, or pass --prism)" % prism
+            return None, "prism not found at %s (build it, or pass --prism)" % prism, False
         except subprocess.TimeoutExpired:
-            return None, "timed out after %d s" % timeout_s
-        if proc.returncode != 0:
+            return None, "timed out after %d s" % timeout_s, False
+        oom = proc.returncode == EXIT_OUT_OF_MEMORY
+        if proc.returncode != 0 and not oom:
             lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
             errors = [l for l in lines if l.startswith("error")]
             msg = (errors or lines or ["exit status %d" % proc.returncode])[-1]
-            return None, msg.strip()
+            return None, msg.strip(), False
         try:
             with open(report) as f:
                 data = json.load(f)
         except (OSError, ValueError) as e:
-            return None, "cannot read report: %s" % e
-        for key in ("iteration_time_s", "tokens_per_s_per_gpu"):
-            if number(data.get(key)) is None:
-                return None, "report has no numeric %s" % key
-        return data, None
+            return None, "cannot read report: %s" % e, False
+        if not oom:
+            for key in ("iteration_time_s", "tokens_per_s_per_gpu"):
+                if number(data.get(key)) is None:
+                    return None, "report has no numeric %s" % key, False
+        return data, None, oom
     finally:
         if os.path.exists(report):
             os.unlink(report)
 
+
+# --- the splits -------------------------------------------------------------
+
+GPU_NAMES = ("GB200", "B200", "H200", "H100", "A100", "V100")
+
+
+def gpu_type(row, report):
+    for text in ((report or {}).get("gpu", ""), row.get("hardware", "")):
+        for name in GPU_NAMES:
+            if name in str(text).upper():
+                return name
+    return "unknown"
+
+
+def precision(row):
+    text = row.get("precision", "").upper()
+    if "FP8" in text:
+        return "fp8"
+    if "BF16" in text or "FP16" in text or "16-BIT" in text:
+        return "bf16"
+    return "unknown"
+
+
+def params_from_name(model):
+    """Parameters named in the model column ('GPT 1.7B', '1T', 'Mixtral 8x7B' = 56B)."""
+    m = re.search(r"(\d+)x(\d+(?:\.\d+)?)B", model)
+    if m:
+        return float(m.group(1)) * float(m.group(2)) * 1e9
+    m = re.search(r"(\d+(?:\.\d+)?)\s*([BT])\b", model)
+    if m:
+        return float(m.group(1)) * (1e9 if m.group(2) == "B" else 1e12)
+    return None
+
+
+def size_bucket(row, report):
+    params = number((report or {}).get("parameters")) or params_from_name(row.get("model", ""))
+    if params is None:
+        return "unknown"
+    if params < 20e9:
+        return "<20B"
+    return "20-100B" if params <= 100e9 else ">100B"
+
+
+def scale_bucket(row):
+    gpus = number(row.get("gpus"))
+    if gpus is None:
+        return "unknown"
+    if gpus <= 64:
+        return "<=64 GPUs"
+    return "65-512 GPUs" if gpus <= 512 else ">512 GPUs"
+
+
+SPLITS = (
+    ("GPU", lambda r: r["gpu"], ("A100", "H100")),
+    ("model size", lambda r: r["size"], ("<20B", "20-100B", ">100B")),
+    ("precision", lambda r: r["precision"], ("bf16", "fp8")),
+    ("scale", lambda r: r["scale"], ("<=64 GPUs", "65-512 GPUs", ">512 GPUs")),
+)
+
+
+def split_table(results):
+    """Markdown lines: over all rows and within each GPU type, for each split and group:
+    rows, mean/max |step error|, predicted OOM, failed."""
+    out = ["| rows of | split | group | rows | simulated | mean abs step error | max abs step error "
+           "| predicted OOM | failed |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    gpus = sorted({r["gpu"] for r in results})
+    for scope in ["all"] + gpus:
+        scoped = [r for r in results if scope == "all" or r["gpu"] == scope]
+        for name, key, order in SPLITS:
+            if scope != "all" and name == "GPU":
+                continue
+            groups = sorted({key(r) for r in scoped},
+                            key=lambda g: (order.index(g) if g in order else len(order), g))
+            for g in groups:
+                members = [r for r in scoped if key(r) == g]
+                errs = [abs(r["step_err"]) for r in members if r["step_err"] is not None]
+                out.append("| %s | %s | %s | %d | %d | %s | %s | %d | %d |" % (
+                    scope, name, g, len(members), len(errs), pct(mean(errs)),
+                    pct(max(errs) if errs else None),
+                    sum(1 for r in members if r["status"] == "oom"),
+                    sum(1 for r in members if r["status"] == "failed")))
+    return out
+
+
+# --- formatting ---------------------------------------------------------------
 
 def error_pct(predicted, measured):
     if predicted is None or not measured:
@@ -110,14 +224,28 @@ def cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def mean_abs(values):
-    values = [abs(v) for v in values if v is not None]
+def mean(values):
     return sum(values) / len(values) if values else None
+
+
+def mean_abs(values):
+    return mean([abs(v) for v in values if v is not None])
+
+
+def oom_text(report):
+    """'OOM (need X of Y GiB)': the peak device memory the run asked for, of the capacity."""
+    memory = (report or {}).get("memory") or {}
+    peak, cap = number(memory.get("peak_device_bytes")), number(memory.get("capacity_bytes"))
+    if peak is None or cap is None:
+        return "OOM"
+    return "OOM (%.2f of %.2f GiB)" % (peak / 2.0**30, cap / 2.0**30)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Compare prism simulate with published training runs.")
-    p.add_argument("--csv", help="calibration table (default: shared/calibration/training_runs.csv)")
+    p.add_argument("--csv", action="append",
+                   help="measurement table, repeatable (default: shared/calibration/training_runs.csv "
+                        "and examples/validation/h100_runs.csv)")
     p.add_argument("--dir", default=os.path.join(REPO, "examples", "validation"),
                    help="directory of <id>.yaml job specs (default: examples/validation)")
     p.add_argument("--prism", default=os.path.join(REPO, "build", "bin", "prism"),
@@ -130,9 +258,9 @@ def main(argv=None):
                    help="match job specs to CSV rows and list them; run nothing")
     args = p.parse_args(argv)
 
-    csv_path = find_csv(args.csv)
+    csv_paths = args.csv or default_csvs()
     try:
-        rows = read_rows(csv_path)
+        rows = read_rows(csv_paths)
     except (OSError, ValueError) as e:
         print("error: %s" % e, file=sys.stderr)
         return 2
@@ -147,56 +275,72 @@ def main(argv=None):
     # CSV order, then files without a row.
     ordered = [i for i in rows if i in ids] + [i for i in ids if i not in rows]
     no_spec = [i for i in rows if i not in ids and (not args.only or args.only in i)]
+    tables = ", ".join(os.path.relpath(c, REPO) if c.startswith(REPO) else c for c in csv_paths)
 
     if args.dry_run:
-        print("| id | model | gpus | measured step s | measured tokens/s/GPU | job spec |")
-        print("|---|---|---:|---:|---:|---|")
+        print("| id | model | gpus | GPU | precision | measured step s | measured tokens/s/GPU | job spec |")
+        print("|---|---|---:|---|---|---:|---:|---|")
         for i in ordered:
             r = rows.get(i)
             spec = os.path.relpath(os.path.join(args.dir, i + ".yaml"), REPO)
             if r is None:
-                print("| %s | | | | | %s (no CSV row) |" % (cell(i), spec))
+                print("| %s | | | | | | | %s (no CSV row) |" % (cell(i), spec))
             else:
-                print("| %s | %s | %s | %s | %s | %s |" % (cell(i), cell(r["model"]), r["gpus"],
-                                                          r["step_time_s"], r["tokens_per_s_per_gpu"], spec))
-        print("\n%d job specs, %d CSV rows (%s)" % (len(ordered), len(rows), csv_path))
+                print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    cell(i), cell(r["model"]), r["gpus"], gpu_type(r, None), precision(r),
+                    r["step_time_s"], r["tokens_per_s_per_gpu"], spec))
+        print("\n%d job specs, %d CSV rows (%s)" % (len(ordered), len(rows), tables))
         for i in no_spec:
             print("no job spec for CSV row %s" % i)
         return 1 if no_spec or any(i not in rows for i in ordered) else 0
 
-    print("| id | model | gpus | measured step s | predicted step s | error % "
+    print("| id | model | GPU | precision | gpus | measured step s | predicted step s | error % "
           "| measured tokens/s/GPU | predicted | error % |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    step_errs, tok_errs, failures = [], [], 0
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    results = []
     for i in ordered:
         r = rows.get(i)
         if r is None:
-            print("| %s | | | | error: no row in %s | | | | |" % (cell(i), os.path.basename(csv_path)))
-            failures += 1
+            print("| %s | | | | | | error: no row in %s | | | | |" % (cell(i), tables))
+            results.append({"status": "failed", "step_err": None, "tok_err": None, "gpu": "unknown",
+                            "size": "unknown", "precision": "unknown", "scale": "unknown"})
             continue
         measured_step = number(r["step_time_s"])
         measured_tok = number(r["tokens_per_s_per_gpu"])
         print("%s ..." % i, file=sys.stderr, flush=True)
-        report, err = run_prism(args.prism, os.path.join(args.dir, i + ".yaml"), args.prism_arg,
-                                args.timeout)
-        head = "| %s | %s | %s | %s |" % (cell(i), cell(r["model"]), r["gpus"], r["step_time_s"])
+        report, err, oom = run_prism(args.prism, os.path.join(args.dir, i + ".yaml"), args.prism_arg,
+                                     args.timeout)
+        res = {"gpu": gpu_type(r, report), "size": size_bucket(r, report), "precision": precision(r),
+               "scale": scale_bucket(r), "step_err": None, "tok_err": None}
+        head = "| %s | %s | %s | %s | %s | %s |" % (cell(i), cell(r["model"]), res["gpu"], res["precision"],
+                                                    r["gpus"], r["step_time_s"])
         if err is not None:
-            failures += 1
+            res["status"] = "failed"
             print("%s %s | | %s | | |" % (head, cell(err), r["tokens_per_s_per_gpu"]))
-            continue
-        step = number(report["iteration_time_s"])
-        tok = number(report["tokens_per_s_per_gpu"])
-        e_step, e_tok = error_pct(step, measured_step), error_pct(tok, measured_tok)
-        step_errs.append(e_step)
-        tok_errs.append(e_tok)
-        print("%s %s | %s | %s | %s | %s |" % (head, fmt(step, 3), fmt_err(e_step),
-                                              r["tokens_per_s_per_gpu"], fmt(tok, 0), fmt_err(e_tok)))
+        elif oom:
+            res["status"] = "oom"
+            print("%s %s | | %s | | |" % (head, oom_text(report), r["tokens_per_s_per_gpu"]))
+        else:
+            res["status"] = "ok"
+            step = number(report["iteration_time_s"])
+            tok = number(report["tokens_per_s_per_gpu"])
+            res["step_err"], res["tok_err"] = error_pct(step, measured_step), error_pct(tok, measured_tok)
+            print("%s %s | %s | %s | %s | %s |" % (head, fmt(step, 3), fmt_err(res["step_err"]),
+                                                  r["tokens_per_s_per_gpu"], fmt(tok, 0), fmt_err(res["tok_err"])))
+        results.append(res)
 
-    ran = len(ordered) - failures
-    m_step, m_tok = mean_abs(step_errs), mean_abs(tok_errs)
+    ran = [r for r in results if r["status"] == "ok"]
+    ooms = sum(1 for r in results if r["status"] == "oom")
+    failures = sum(1 for r in results if r["status"] == "failed")
+    m_step = mean_abs([r["step_err"] for r in ran])
+    m_tok = mean_abs([r["tok_err"] for r in ran])
     print()
-    print("Mean absolute error over %d of %d rows: step time %s, tokens/s/GPU %s." % (
-        ran, len(ordered), pct(m_step), pct(m_tok)))
+    print("Mean absolute error over %d of %d rows: step time %s, tokens/s/GPU %s; "
+          "%d predicted out of memory, %d failed." % (len(ran), len(results), pct(m_step), pct(m_tok),
+                                                     ooms, failures))
+    print()
+    for line in split_table(results):
+        print(line)
     for i in no_spec:
         print("No job spec for CSV row %s." % i)
     return 1 if failures else 0

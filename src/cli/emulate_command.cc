@@ -83,6 +83,13 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
                    "Write the job's graph (built, or captured from the program) to FILE")
       ->type_name("FILE");
   memory_.add_to(app_);
+  what_if_.add_to(app_);
+  // The virtual ranks and the network are perturbed; the real ranks run
+  // for real, so a node failure is refused (docs/emulate.md, "What-if").
+  what_if_.fail_node_option->description(
+      "Refused by prism emulate (run it with prism simulate or prism replay): the real ranks "
+      "would block for real in the failed node's collectives");
+  what_if_.nccl_timeout_option->description("With --fail-node, which prism emulate refuses");
   app_->add_option("PROGRAM", options_.program,
                    "The program to run for each real rank, after -- (none with --external-ranks)")
       ->type_name("PROGRAM ARGS...");
@@ -98,8 +105,9 @@ Result<int> EmulateCommand::run() const {
   catch_termination_signals();
   runtime::EmulationOptions o = options_;
   PRISM_ASSIGN_OR_RETURN(o.nccl, nccl_.selection());
-  PRISM_RETURN_IF_ERROR(check_output_files(
-      *app_, {"--report", "--trace", "--save-graph", "--rank-env"}, job_.job_path, "job spec"));
+  PRISM_RETURN_IF_ERROR(
+      check_output_files(*app_, {"--report", "--trace", "--html", "--save-graph", "--rank-env"},
+                         job_.job_path, "job spec"));
   // The option blocks shared with other commands; the rest went straight
   // into options_.
   o.job = job_;
@@ -108,8 +116,10 @@ Result<int> EmulateCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(o.trace_level, output_.level());
   o.report_path = output_.report_path;
   o.trace_path = output_.trace_path;
+  o.html_path = output_.html_path;
   o.fold = fold_.fold();
   if (app_->count("--capture-jobs") > 0) o.capture_jobs = capture_jobs_;
+  o.what_if = [w = what_if_](int world_size) { return w.what_if(world_size); };
 
   runtime::Emulation emulation(std::move(o));
   PRISM_ASSIGN_OR_RETURN(const runtime::EmulationResult result, emulation.run());

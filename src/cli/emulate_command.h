@@ -37,6 +37,7 @@ class EmulateCommand {
   FoldOption fold_;
   NcclOptions nccl_;
   MemoryOptions memory_;
+  WhatIfOptions what_if_;
 };
 
 }  // namespace prism

@@ -19,6 +19,7 @@
 #include "graph/rank_list.h"
 #include "net/cluster_yaml.h"
 #include "report/chrome_trace.h"
+#include "report/replay_html.h"
 #include "report/report_json.h"
 #include "report/summary.h"
 #include "simulation/simulation.h"
@@ -76,8 +77,8 @@ ReplayCommand::ReplayCommand(CLI::App& parent)
   hbm_bw_gbps_ = static_cast<double>(compute.hbm_bw.bytes_per_s) / 1e9;
 
   app_->footer(
-      "Exit status: 0 replay completed, 1 error, 3 replay deadlocked, 4 a rank ran out of memory "
-      "(summary and report still written).");
+      "Exit status: 0 replay completed, 1 error, 3 replay deadlocked, 4 a rank ran out of memory, "
+      "6 a --fail-node failure hung the job (summary and report still written).");
   app_->add_option("GRAPH", graph_path_, "Execution graph file (docs/graph-format.md)")
       ->required()
       ->type_name("FILE");
@@ -111,7 +112,8 @@ Result<int> ReplayCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(compute.hbm_bw.bytes_per_s, to_model_units("--hbm-bw", hbm_bw_gbps_, 1e9));
   PRISM_ASSIGN_OR_RETURN(options.models.nccl, nccl_.selection());
 
-  PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--report", "--trace"}, graph_path_, "graph"));
+  PRISM_RETURN_IF_ERROR(
+      check_output_files(*app_, {"--report", "--trace", "--html"}, graph_path_, "graph"));
   TraceOptions trace;
   PRISM_ASSIGN_OR_RETURN(trace.level, output_.level());
 
@@ -125,6 +127,9 @@ Result<int> ReplayCommand::run() const {
     PRISM_ASSIGN_OR_RETURN(options.trace_ranks,
                            parse_trace_ranks(given ? output_.trace_ranks : "0", g.world_size()));
   }
+  // --html traces each role's first rank too; the trace keeps the asked ones.
+  if (!output_.html_path.empty()) trace.ranks = options.trace_ranks;
+  options.trace_ranks = output_.traced(g, options.trace_ranks);
 
   std::optional<std::string> given;
   if (app_->count("--cluster") > 0) given = cluster_;
@@ -133,17 +138,28 @@ Result<int> ReplayCommand::run() const {
   progress(fmt::format("replaying {} ranks...", g.world_size()));
   PRISM_ASSIGN_OR_RETURN(const ReplayResult result, simulate_graph(g, cluster, options));
 
-  std::fputs(format_summary(g, result).c_str(), stdout);
+  const std::string text = format_summary(g, result);
+  std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
   std::vector<std::pair<std::string, std::string>> outputs;  // all or none
   if (!output_.report_path.empty())
     outputs.emplace_back(output_.report_path, format_report_json(g, result));
   if (!output_.trace_path.empty())
     outputs.emplace_back(output_.trace_path, format_chrome_trace(g, result, {}, trace));
+  if (!output_.html_path.empty()) {
+    ReplayHtmlOptions html;
+    html.title = fmt::format("prism replay: {}", g.name);
+    html.facts = replay_facts(g, result);
+    html.text = text;
+    html.cluster = cluster;
+    html.nccl = options.models.nccl;
+    html.capacity = options.models.device.capacity;
+    outputs.emplace_back(output_.html_path, format_replay_html(g, result, html));
+  }
   PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   switch (result.outcome) {
     case ReplayResult::Outcome::kDeadlock:
-      return kExitDeadlock;
+      return result.failure ? kExitNodeFailure : kExitDeadlock;
     case ReplayResult::Outcome::kOutOfMemory:
       return kExitOutOfMemory;
     case ReplayResult::Outcome::kCompleted:

@@ -22,6 +22,8 @@ namespace prism {
 
 inline constexpr int kExitDeadlock = 3;
 inline constexpr int kExitOutOfMemory = 4;
+// A --fail-node failure hung the job (replay and simulate): it did not complete.
+inline constexpr int kExitNodeFailure = 6;
 
 class ReplayCommand {
  public:

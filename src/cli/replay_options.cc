@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "report/replay_html.h"
+
 namespace prism {
 
 void OutputOptions::add_to(CLI::App* app, const std::string& trace_help,
@@ -16,6 +18,16 @@ void OutputOptions::add_to(CLI::App* app, const std::string& trace_help,
       ->type_name("LEVEL")
       ->capture_default_str()
       ->needs(trace);
+  app->add_option("--html", html_path,
+                  "Write the HTML report to FILE: one self-contained page with each stage's "
+                  "timeline of the iteration, the breakdown, memory over time and the "
+                  "collectives")
+      ->type_name("FILE");
+}
+
+std::vector<Rank> OutputOptions::traced(const ExecutionGraph& g,
+                                        std::vector<Rank> trace_ranks) const {
+  return html_path.empty() ? trace_ranks : with_html_ranks(g, std::move(trace_ranks));
 }
 
 void FoldOption::add_to(CLI::App* app, const std::string& help) {
@@ -40,6 +52,26 @@ void WhatIfOptions::add_to(CLI::App* app) {
              "(SEED, rank, op) (default seed 1); the summary compares with the unperturbed "
              "run")
           ->type_name("PCT[:SEED]");
+  app->add_option("--link-degrade", links,
+                  "What if a part of the network had its bandwidth divided by FACTOR (>= 1): "
+                  "node:N (node N's NICs), rail:R (NIC R of every node), leaf:L (leaf switch L's "
+                  "uplinks), nvlink:N (node N's NVLink domain), e.g. node:1:2 (repeatable); the "
+                  "summary compares with the unperturbed run")
+      ->type_name("WHAT:FACTOR")
+      ->allow_extra_args(false);
+  fail_node_option =
+      app->add_option(
+             "--fail-node", fail_node,
+             "What if node N failed at TIME (e.g. 1@1.5s, 0@200ms; a bare number is ns): its "
+             "ranks stop, collectives with them never complete; the summary names what "
+             "blocks, who waits, the hang and when the NCCL watchdog ends the job (exit "
+             "status 6)")
+          ->type_name("N@TIME");
+  nccl_timeout_option =
+      app->add_option("--nccl-timeout", nccl_timeout,
+                      "With --fail-node: torch's ProcessGroupNCCL watchdog timeout (e.g. 30s, "
+                      "10min) [default: 10min, torch's default_pg_nccl_timeout]")
+          ->type_name("DURATION");
 }
 
 Result<WhatIf> WhatIfOptions::what_if(int world_size) const {
@@ -51,6 +83,20 @@ Result<WhatIf> WhatIfOptions::what_if(int world_size) const {
   if (jitter_option != nullptr && jitter_option->count() > 0) {
     PRISM_ASSIGN_OR_RETURN(Jitter j, parse_jitter(jitter));
     w.jitter = j;
+  }
+  for (const std::string& s : links) {
+    PRISM_ASSIGN_OR_RETURN(LinkDegradation d, parse_link_degrade(s));
+    w.links.push_back(d);
+  }
+  if (fail_node_option != nullptr && fail_node_option->count() > 0) {
+    PRISM_ASSIGN_OR_RETURN(NodeFailure f, parse_fail_node(fail_node));
+    w.failure = f;
+  }
+  if (nccl_timeout_option != nullptr && nccl_timeout_option->count() > 0) {
+    if (!w.failure)
+      return Status::invalid_argument(
+          "--nccl-timeout: only a --fail-node failure can make a collective time out");
+    PRISM_ASSIGN_OR_RETURN(w.nccl_timeout, parse_nccl_timeout(nccl_timeout));
   }
   return w;
 }

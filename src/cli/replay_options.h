@@ -1,12 +1,13 @@
 // The option blocks that `prism simulate`, `replay` and `emulate` share,
 // each registered by every command the same way, with the same meaning:
-// the output files (--report, --trace, --trace-ranks, --trace-level), folding (--no-fold)
+// the output files (--report, --trace, --trace-ranks, --trace-level, --html), folding (--no-fold)
 // and the NCCL selection (--nccl-algo, --nccl-proto).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "graph/graph.h"
 #include "net/nccl_tuner.h"
 #include "report/chrome_trace.h"
 #include "simulation/what_if.h"
@@ -24,9 +25,10 @@ struct OutputOptions {
   std::string trace_path;
   std::string trace_ranks;
   std::string trace_level = "phases";
+  std::string html_path;
 
   // Registers --report, --trace, --trace-ranks and --trace-level (which
-  // need --trace);
+  // need --trace) and --html;
   // the help texts say which ranks the command traces.
   void add_to(
       CLI::App* app,
@@ -35,6 +37,9 @@ struct OutputOptions {
   // --trace-level, parsed (report/chrome_trace.h): an unknown level is an
   // error naming the option and the valid levels.
   Result<TraceLevel> level() const { return parse_trace_level(trace_level); }
+  // The ranks to trace: --trace-ranks (`trace_ranks`, parsed), and with
+  // --html each role's first rank too (report/replay_html.h).
+  std::vector<Rank> traced(const ExecutionGraph& g, std::vector<Rank> trace_ranks) const;
 };
 
 struct FoldOption {
@@ -55,11 +60,17 @@ struct NcclOptions {
 };
 
 // What-if perturbations (simulation/what_if.h): --straggler RANKS:FACTOR
-// (repeatable) and --jitter PCT[:SEED].
+// (repeatable), --jitter PCT[:SEED], --link-degrade WHAT:FACTOR
+// (repeatable), --fail-node N@TIME with --nccl-timeout DURATION.
 struct WhatIfOptions {
   std::vector<std::string> stragglers;
   std::string jitter;
-  CLI::Option* jitter_option = nullptr;  // set by add_to
+  std::vector<std::string> links;  // --link-degrade
+  std::string fail_node;
+  std::string nccl_timeout;
+  CLI::Option* fail_node_option = nullptr;     // set by add_to
+  CLI::Option* nccl_timeout_option = nullptr;  // set by add_to
+  CLI::Option* jitter_option = nullptr;        // set by add_to
 
   void add_to(CLI::App* app);
   // The options parsed against a world of `world_size` ranks.

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -81,6 +83,11 @@ SearchCommand::SearchCommand(CLI::App& parent)
                    "Write the JSON report to FILE: every simulated configuration (out-of-memory "
                    "ones with the memory they need) and every rejected one with its reason")
       ->type_name("FILE");
+  app_->add_option("--html", html_path_,
+                   "Write the HTML report to FILE: one self-contained page with every simulated "
+                   "configuration on a tokens/s per GPU against peak memory chart, and the "
+                   "Pareto front")
+      ->type_name("FILE");
   nccl_.add_to(app_);
   memory_.add_to(app_);
 }
@@ -95,7 +102,7 @@ Result<int> SearchCommand::run() const {
   SearchOptions options;
   PRISM_ASSIGN_OR_RETURN(options.nccl, nccl_.selection());
   PRISM_RETURN_IF_ERROR(
-      check_output_files(*app_, {"--csv", "--report"}, job_.job_path, "job spec"));
+      check_output_files(*app_, {"--csv", "--report", "--html"}, job_.job_path, "job spec"));
   PRISM_ASSIGN_OR_RETURN(const PreparedJob base, read_job(job_));
   PRISM_ASSIGN_OR_RETURN(options.device, memory_.device(base.gpu.name));
   options.jobs =
@@ -105,12 +112,14 @@ Result<int> SearchCommand::run() const {
     line.update(done, total);
   };
   PRISM_ASSIGN_OR_RETURN(const SearchOutput out, search_job(base, axes_, options));
-  std::fputs(format_search_text(base, out, top_).c_str(), stdout);
+  const std::string text = format_search_text(base, out, top_);
+  std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
-  if (!csv_path_.empty())
-    PRISM_RETURN_IF_ERROR(write_file_atomic(csv_path_, format_search_csv(out)));
-  if (!report_path_.empty())
-    PRISM_RETURN_IF_ERROR(write_file_atomic(report_path_, format_search_json(base, out)));
+  std::vector<std::pair<std::string, std::string>> outputs;  // all or none
+  if (!csv_path_.empty()) outputs.emplace_back(csv_path_, format_search_csv(out));
+  if (!report_path_.empty()) outputs.emplace_back(report_path_, format_search_json(base, out));
+  if (!html_path_.empty()) outputs.emplace_back(html_path_, format_search_html(base, out, top_));
+  PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   return 0;
 }
 

@@ -34,6 +34,7 @@ class SearchCommand {
   int jobs_ = 0;  // 0: the host's cores
   std::string csv_path_;
   std::string report_path_;
+  std::string html_path_;
   NcclOptions nccl_;
   MemoryOptions memory_;
 };

@@ -11,6 +11,7 @@
 #include "graph/graph_json.h"
 #include "graph/rank_list.h"
 #include "report/chrome_trace.h"
+#include "report/replay_html.h"
 #include "report/simulate_report.h"
 #include "simulation/simulation.h"
 #include "slicing/slices.h"
@@ -36,8 +37,8 @@ SimulateCommand::SimulateCommand(CLI::App& parent)
     : app_(parent.add_subcommand(
           "simulate", "Simulate one training iteration of a job spec: time, MFU, breakdown")) {
   app_->footer(
-      "Exit status: 0 simulated, 1 error, 4 a rank ran out of memory (summary and report still "
-      "written).");
+      "Exit status: 0 simulated, 1 error, 4 a rank ran out of memory, 6 a --fail-node failure hung "
+      "the job (summary and report still written).");
   job_.add_to(app_);
   output_.add_to(app_);
   app_->add_option("--kernels", kernels_path_,
@@ -61,8 +62,8 @@ bool SimulateCommand::selected() const {
 Result<int> SimulateCommand::run() const {
   SimulationOptions options;
   PRISM_ASSIGN_OR_RETURN(options.models.nccl, nccl_.selection());
-  PRISM_RETURN_IF_ERROR(
-      check_output_files(*app_, {"--report", "--trace", "--kernels"}, job_.job_path, "job spec"));
+  PRISM_RETURN_IF_ERROR(check_output_files(*app_, {"--report", "--trace", "--kernels", "--html"},
+                                           job_.job_path, "job spec"));
   TraceOptions trace;
   PRISM_ASSIGN_OR_RETURN(trace.level, output_.level());
   PRISM_ASSIGN_OR_RETURN(const PreparedJob p, prepare_job(job_));
@@ -78,10 +79,14 @@ Result<int> SimulateCommand::run() const {
     if (!ranks.is_ok()) return ranks.status().with_context("--trace-ranks");
     options.trace_ranks = ranks.value();
   }
+  // --html traces each role's first rank too; the trace keeps the asked ones.
+  if (!output_.html_path.empty()) trace.ranks = options.trace_ranks;
+  options.trace_ranks = output_.traced(g, options.trace_ranks);
 
   progress(fmt::format("replaying {} ranks...", g.world_size()));
   PRISM_ASSIGN_OR_RETURN(const JobSimulation sim, simulate_job(p, options));
-  std::fputs(format_simulate_text(sim.summary).c_str(), stdout);
+  const std::string text = format_simulate_text(sim.summary);
+  std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
   std::vector<std::pair<std::string, std::string>> outputs;  // all or none
   if (!output_.report_path.empty())
@@ -89,8 +94,20 @@ Result<int> SimulateCommand::run() const {
   if (!output_.trace_path.empty())
     outputs.emplace_back(output_.trace_path, format_chrome_trace(g, sim.replay, {}, trace));
   if (!kernels_path_.empty()) outputs.emplace_back(kernels_path_, kernels_csv(p));
+  if (!output_.html_path.empty()) {
+    ReplayHtmlOptions html;
+    html.title = fmt::format("prism simulate: {}", p.job.name);
+    html.facts = simulate_facts(sim.summary);
+    html.text = text;
+    html.cluster = p.job.cluster;
+    html.nccl = options.models.nccl;
+    html.capacity = options.models.device.capacity;
+    for (HtmlFact& f : replay_facts(g, sim.replay)) html.facts.push_back(std::move(f));
+    outputs.emplace_back(output_.html_path, format_replay_html(g, sim.replay, html));
+  }
   PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
-  return sim.replay.outcome == ReplayResult::Outcome::kOutOfMemory ? kExitOutOfMemory : 0;
+  if (sim.replay.outcome == ReplayResult::Outcome::kOutOfMemory) return kExitOutOfMemory;
+  return sim.summary.completed() ? 0 : kExitNodeFailure;
 }
 
 BuildCommand::BuildCommand(CLI::App& parent)

@@ -9,9 +9,18 @@
 #include "util/check.h"
 
 namespace prism {
-FlowNetwork::FlowNetwork(const ClusterSpec& cluster, NcclSelection selection)
-    : cluster_(cluster), tuner_(cluster, selection) {
+FlowNetwork::FlowNetwork(const ClusterSpec& cluster, NcclSelection selection,
+                         std::vector<LinkDegradation> degraded)
+    : cluster_(cluster), tuner_(cluster, selection), degraded_(std::move(degraded)) {
+  for (const LinkDegradation& d : degraded_)
+    PRISM_CHECK(d.factor > 0 && d.index >= 0 && d.index < num_link_parts(cluster_, d.part),
+                "a degraded link outside the cluster");
   build_resources();
+}
+
+void FlowNetwork::add_resource(double capacity, double slowdown) {
+  solver_.add_resource(capacity / slowdown);
+  nominal_.push_back(capacity);
 }
 
 void FlowNetwork::build_resources() {
@@ -20,24 +29,31 @@ void FlowNetwork::build_resources() {
   const int nics = c.num_nodes * c.nics_per_node;
   const double nic_cap = c.nic_goodput_GBps();
   nvl_base_ = solver_.num_resources();
-  for (int i = 0; i < 2 * gpus; ++i) solver_.add_resource(c.nvlink_GBps());
+  for (int i = 0; i < 2 * gpus; ++i)
+    add_resource(c.nvlink_GBps(), nvlink_slowdown(degraded_, i / 2 / c.gpus_per_node));
   nic_base_ = solver_.num_resources();
-  for (int i = 0; i < 2 * nics; ++i) solver_.add_resource(nic_cap);
-  // A non-blocking tier carries whatever its NICs send: no resource needed.
-  if (c.fabric_tiers < 2 || c.oversubscription <= 1.0) return;
+  for (int i = 0; i < 2 * nics; ++i)
+    add_resource(nic_cap,
+                 nic_slowdown(degraded_, i / 2 / c.nics_per_node, i / 2 % c.nics_per_node));
+  // A non-blocking tier carries whatever its NICs send: no resource needed,
+  // unless one of its leaves is degraded.
+  const bool leaf_degraded =
+      std::any_of(degraded_.begin(), degraded_.end(),
+                  [](const LinkDegradation& d) { return d.part == LinkDegradation::Part::kLeaf; });
+  if (c.fabric_tiers < 2 || (c.oversubscription <= 1.0 && !leaf_degraded)) return;
   leaves_per_group_ = c.rail_optimized ? c.nics_per_node : 1;
   const int groups = (c.num_nodes + c.nodes_per_leaf - 1) / c.nodes_per_leaf;
   const double nics_per_leaf =
       static_cast<double>(c.nodes_per_leaf) * c.nics_per_node / leaves_per_group_;
   leaf_base_ = solver_.num_resources();
   for (int i = 0; i < 2 * groups * leaves_per_group_; ++i)
-    solver_.add_resource(nics_per_leaf * nic_cap / c.oversubscription);
+    add_resource(nics_per_leaf * nic_cap / c.oversubscription, leaf_slowdown(degraded_, i / 2));
   if (c.fabric_tiers < 3) return;
   const int pods = (groups + c.leaves_per_pod - 1) / c.leaves_per_pod;
   const double nics_per_pod = nics_per_leaf * leaves_per_group_ * c.leaves_per_pod;
   pod_base_ = solver_.num_resources();
   for (int i = 0; i < 2 * pods; ++i)
-    solver_.add_resource(nics_per_pod * nic_cap / (c.oversubscription * c.oversubscription));
+    add_resource(nics_per_pod * nic_cap / (c.oversubscription * c.oversubscription), 1);
 }
 
 bool FlowNetwork::folding_exact() const {
@@ -183,11 +199,12 @@ TransferId FlowNetwork::start(const Transfer& t, SimTime now) {
   f.remaining = static_cast<double>(cost.bandwidth_time.ns);
   if (cost.bandwidth_time.ns > 0) {
     f.demands = demands(t, cost);
-    // Use per ns of solo time, scaled so the flow alone fits every resource.
+    // Use per ns of solo time, scaled so the flow alone fits every resource
+    // at its nominal capacity (a degraded one then slows it).
     double over = 0;
     for (auto& x : f.demands) {
       x.use /= f.remaining;
-      over = std::max(over, x.use / solver_.capacity(x.resource));
+      over = std::max(over, x.use / nominal_[x.resource]);
     }
     if (over > 1)
       for (auto& x : f.demands) x.use /= over;

@@ -11,6 +11,12 @@
 // so that alone it runs exactly at the tuner's speed (docs/collectives.md,
 // "Bandwidth sharing", gives the traffic of each algorithm).
 //
+// Degraded links (what-if --link-degrade, net/link_degradation.h) have their
+// capacity divided by their factor, while a transfer's demands stay scaled
+// to the nominal capacities: alone on a degraded part, a transfer that
+// filled the part runs that factor slower. A degraded leaf gets uplink
+// resources even in a non-blocking fabric (the others then never bind).
+//
 // Rank r sits on node r / gpus_per_node, local GPU r % gpus_per_node.
 #pragma once
 
@@ -21,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "net/link_degradation.h"
 #include "net/max_min_solver.h"
 #include "net/nccl_tuner.h"
 #include "net/network_model.h"
@@ -30,7 +37,9 @@ namespace prism {
 class FlowNetwork final : public NetworkModel {
  public:
   // `cluster` sized to hold every rank the transfers name.
-  explicit FlowNetwork(const ClusterSpec& cluster, NcclSelection selection = {});
+  // `degraded`: parts within the cluster (checked by the caller).
+  explicit FlowNetwork(const ClusterSpec& cluster, NcclSelection selection = {},
+                       std::vector<LinkDegradation> degraded = {});
 
   TransferId start(const Transfer& t, SimTime now) override;
   SimTime next_completion() const override;
@@ -59,6 +68,7 @@ class FlowNetwork final : public NetworkModel {
   using MinHeap = std::priority_queue<Entry, std::vector<Entry>, std::greater<>>;
 
   void build_resources();
+  void add_resource(double capacity, double slowdown);
   std::vector<MaxMinSolver::Demand> demands(const Transfer& t, const CollectiveCost& cost) const;
   void add_bytes(std::vector<MaxMinSolver::Demand>* d, MaxMinSolver::ResourceId r, double b) const;
   void add_path(std::vector<MaxMinSolver::Demand>* d, int node_a, int rail_a, int node_b,
@@ -77,6 +87,8 @@ class FlowNetwork final : public NetworkModel {
   ClusterSpec cluster_;
   NcclTuner tuner_;
   MaxMinSolver solver_;
+  std::vector<LinkDegradation> degraded_;
+  std::vector<double> nominal_;  // per resource: its capacity before degradation
   MaxMinSolver::ResourceId nvl_base_ = 0, nic_base_ = 0, leaf_base_ = -1, pod_base_ = -1;
   int leaves_per_group_ = 1;
 

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "report/html_page.h"
+
 namespace prism {
 namespace {
 
@@ -49,27 +51,33 @@ std::string count(std::int64_t n, std::string_view noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
 
-std::string header(const PreparedJob& base, const SearchOutput& out) {
+// The search's header lines: job, searched, simulated.
+std::vector<HtmlFact> header_facts(const PreparedJob& base, const SearchOutput& out) {
   const JobSpec& j = base.job;
   const SearchSpace& s = out.space;
-  std::string text;
-  auto line = [&](std::string_view label, const std::string& value) {
-    fmt::format_to(std::back_inserter(text), "{:<12}{}\n", label, value);
-  };
-  line("job:", fmt::format("{} ({} GPUs, {} nodes of {}; {} sequences of {} tokens per "
-                           "iteration, {})",
-                           j.name, j.num_gpus, j.cluster.num_nodes, base.gpu.name,
-                           j.training.global_batch_size, j.training.seq_length,
-                           to_string(j.training.precision)));
-  line("searched:",
-       fmt::format("{}: {} valid, {} rejected by Megatron's rules",
-                   count(s.combinations, "configuration"), s.valid.size(), s.rejected.size()));
+  std::vector<HtmlFact> facts;
+  facts.push_back({"job", fmt::format("{} ({} GPUs, {} nodes of {}; {} sequences of {} tokens per "
+                                      "iteration, {})",
+                                      j.name, j.num_gpus, j.cluster.num_nodes, base.gpu.name,
+                                      j.training.global_batch_size, j.training.seq_length,
+                                      to_string(j.training.precision))});
+  facts.push_back({"searched", fmt::format("{}: {} valid, {} rejected by Megatron's rules",
+                                           count(s.combinations, "configuration"), s.valid.size(),
+                                           s.rejected.size())});
   const std::string fraction =
       out.memory_fraction > 0
           ? fmt::format(", the allocator limited to {:g}% of it", 100 * out.memory_fraction)
           : "";
-  line("simulated:", fmt::format("{} fit in memory, {} out of memory ({:.2f} GiB per GPU{})",
-                                 out.fits, out.oom, out.capacity.gib(), fraction));
+  facts.push_back({"simulated", fmt::format("{} fit in memory, {} out of memory ({:.2f} GiB per "
+                                            "GPU{})",
+                                            out.fits, out.oom, out.capacity.gib(), fraction)});
+  return facts;
+}
+
+std::string header(const PreparedJob& base, const SearchOutput& out) {
+  std::string text;
+  for (const HtmlFact& f : header_facts(base, out))
+    fmt::format_to(std::back_inserter(text), "{:<12}{}\n", f.label + ":", f.value);
   return text;
 }
 
@@ -214,6 +222,29 @@ std::string format_search_json(const PreparedJob& base, const SearchOutput& out)
     rejected.push_back({{"config", config_json(r.config)}, {"reason", r.reason}});
   j["rejected"] = std::move(rejected);
   return j.dump(2) + "\n";
+}
+
+std::string format_search_html(const PreparedJob& base, const SearchOutput& out, int top) {
+  HtmlPage page;
+  page.title = fmt::format("prism search: {}", base.job.name);
+  page.facts = header_facts(base, out);
+  page.text = format_search_text(base, out, top);
+  // Device memory against the GPU's (--memory-fraction limits the
+  // allocator's share of it, not the device).
+  page.capacity = out.capacity;
+  for (std::size_t i = 0; i < out.ranked.size(); ++i) {
+    const SearchResult& r = out.ranked[i];
+    HtmlPoint p;
+    p.label = fmt::format("#{} {}", i + 1, to_string(r.config));
+    p.tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;
+    p.peak = r.peak;
+    p.oom = r.oom;
+    p.detail = r.oom ? fmt::format("needs {:.2f} GiB; failed at {}", r.peak.gib(), r.oom_at)
+                     : fmt::format("iteration {}, MFU {:.1f}%, compute/comm/bubble {}",
+                                   duration(r.iteration_time), 100 * r.mfu, shares(r));
+    page.points.push_back(std::move(p));
+  }
+  return format_html_page(page);
 }
 
 }  // namespace prism

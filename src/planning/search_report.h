@@ -1,7 +1,7 @@
 // What `prism search` prints and writes: the best configurations as a table
-// (text), every simulated one as CSV, and the JSON report (every simulated
+// (text), every simulated one as CSV, the JSON report (every simulated
 // configuration, OOM ones with the memory they need, and every rejected one
-// with Megatron's reason). docs/search.md documents the three.
+// with Megatron's reason) and the HTML page. docs/search.md documents them.
 #pragma once
 
 #include <string>
@@ -19,5 +19,9 @@ std::string format_search_text(const PreparedJob& base, const SearchOutput& out,
 // One row per simulated configuration, in rank order.
 std::string format_search_csv(const SearchOutput& out);
 std::string format_search_json(const PreparedJob& base, const SearchOutput& out);
+// The HTML report (report/html_page.h): the header, every configuration on
+// a tokens/s per GPU against peak memory scatter, the Pareto front, and the
+// text of format_search_text (its `top` best).
+std::string format_search_html(const PreparedJob& base, const SearchOutput& out, int top);
 
 }  // namespace prism

@@ -273,12 +273,19 @@ JobSpec apply_config(const JobSpec& base, const SearchConfig& c) {
   p.tensor_model_parallel_size = c.tp;
   p.pipeline_model_parallel_size = c.pp;
   p.virtual_pipeline_model_parallel_size = c.vpp;
+  p.num_layers_per_virtual_pipeline_stage = 0;  // the chunks are the config's vpp
   p.context_parallel_size = c.cp;
   p.expert_model_parallel_size = c.ep;
   p.sequence_parallel = c.sequence_parallel;
   TrainingSpec& t = j.training;
   t.micro_batch_size = c.mbs;
   t.recompute = c.recompute;
+  if (c.recompute != base.training.recompute) {
+    // The job's method belongs to its own recompute: a searched one starts
+    // from Megatron's (uniform, one layer).
+    t.recompute_method = RecomputeMethod::kUnset;
+    t.recompute_num_layers = 0;
+  }
   t.use_distributed_optimizer = c.distributed_optimizer;
   t.overlap_grad_reduce = c.overlap_grad_reduce;
   t.overlap_param_gather = c.overlap_param_gather;

@@ -89,9 +89,10 @@ Result<SimTime> Engine::step() {
         arrive_live(e.payload.srank, e.payload.op);
       } else {
         StreamState& ss = streams_[sranks_[e.payload.srank].first_stream + e.payload.stream];
-        complete(Arrival{static_cast<std::int32_t>(e.payload.srank), e.payload.stream, e.payload.op,
-                         ss.issued_at},
-                 ss.issued_at);
+        if (!dead(e.payload.srank))  // else its node failed: the op never ends
+          complete(Arrival{static_cast<std::int32_t>(e.payload.srank), e.payload.stream,
+                           e.payload.op, ss.issued_at},
+                   ss.issued_at);
       }
     }
     drain_wakes();
@@ -110,7 +111,7 @@ void Engine::try_advance(std::uint32_t s, std::uint16_t st) {
   StreamState& ss = streams_[sr.first_stream + st];
   const std::vector<std::int32_t>& list = tables_[sr.role].stream_ops[st];
   const Role& role = g_.roles[sr.role];
-  while (ss.in_flight == 0 && !ss.finished && !stopped_) {
+  while (ss.in_flight == 0 && !ss.finished && !stopped_ && !dead(s)) {
     if (ss.pos == list.size()) {
       ss.finished = true;
       return;
@@ -289,6 +290,7 @@ void Engine::finish_transfer(TransferId id) {
   PRISM_CHECK(it != in_flight_.end(), "network model completed an unknown transfer");
   const InFlight rec = it->second;
   in_flight_.erase(it);
+  if (drop_failed_transfer(rec)) return;
   if (!rec.collective) {
     complete(rec.match.send, rec.start);
     complete(rec.match.recv, rec.start);
@@ -297,6 +299,20 @@ void Engine::finish_transfer(TransferId id) {
   CollectiveRendezvous& c = comms_[rec.comm];
   for (const Arrival& a : c.arrivals(rec.seq)) complete(a, rec.start);
   c.release(rec.seq);
+}
+
+// A transfer with a member whose node has failed never completes: its
+// members stay blocked in it, as NCCL's would. Returns whether it was one.
+bool Engine::drop_failed_transfer(const InFlight& rec) {
+  if (options_.failed_ranks.empty() || now_ < options_.fail_at) return false;
+  bool failed = false;
+  if (!rec.collective) {
+    failed = dead(rec.match.send.srank) || dead(rec.match.recv.srank);
+  } else {
+    for (std::int32_t m : comms_[rec.comm].members()) failed = failed || dead(m);
+  }
+  if (failed) failed_transfers_.push_back(rec);
+  return failed;
 }
 
 // Asynchronous op `a.op` of simulated rank `a.srank` finishes now. Streams

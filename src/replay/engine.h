@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -71,6 +73,7 @@ class Engine {
     std::uint32_t first_p2p = 0;     // into p2p_seq_
     bool traced = false;
     bool live = false;
+    bool failed = false;    // in ReplayOptions::failed_ranks
     int computing = 0;      // compute ops running
     int communicating = 0;  // communication ops with data moving
     SimTime last_change;
@@ -131,6 +134,10 @@ class Engine {
 
   ReplayResult collect();
   std::string describe_dep_wait(const SimRank& sr, std::uint16_t st) const;
+  // Whether simulated rank `s` has failed by now (ReplayOptions::fail_at).
+  bool dead(std::uint32_t s) const { return sranks_[s].failed && now_ >= options_.fail_at; }
+  bool drop_failed_transfer(const InFlight& rec);
+  void collect_failed_transfers(const std::function<void(const Arrival&, std::string)>& wait) const;
   void collect_iterations(ReplayResult* r) const;
   void collect_roles(ReplayResult* r) const;
   void collect_blocked(ReplayResult* r) const;
@@ -175,6 +182,8 @@ class Engine {
   Status error_;  // what stopped the replay, when it is an error (NetworkModel::admit)
   std::vector<OutOfMemory> oom_;
   std::vector<MemorySample> memory_trace_;
+  // Transfers that never completed because a member's node failed.
+  std::vector<InFlight> failed_transfers_;
 };
 
 }  // namespace prism

@@ -3,6 +3,7 @@
 // blocked on what.
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -232,6 +233,12 @@ void Engine::collect_roles(ReplayResult* r) const {
 void Engine::collect_blocked(ReplayResult* r) const {
   // What each waiting communication op waits for, keyed by (srank, stream).
   std::map<std::pair<std::int32_t, std::uint16_t>, std::pair<std::int32_t, std::string>> why;
+  std::map<std::pair<std::int32_t, std::uint16_t>, SimTime> since;
+  const auto wait = [&](const Arrival& a, std::string text) {
+    why[{a.srank, a.stream}] = {a.op, std::move(text)};
+    since[{a.srank, a.stream}] = a.at;
+  };
+  collect_failed_transfers(wait);
   for (const CollectiveRendezvous& c : comms_) {
     for (std::int64_t seq : c.incomplete()) {
       const auto& arrived = c.arrivals(seq);
@@ -243,20 +250,18 @@ void Engine::collect_blocked(ReplayResult* r) const {
       }
       for (const Arrival& a : arrived) {
         const Op& op = g_.roles[sranks_[a.srank].role].ops[a.op];
-        why[{a.srank, a.stream}] = {
-            a.op, fmt::format("collective {} #{} on '{}': rank{} {} not arrived",
-                              to_string(op.collective), seq, g_.slots[c.slot()].name,
-                              missing.size() > 1 ? "s" : "", rank_list(missing))};
+        wait(a, fmt::format("collective {} #{} on '{}': rank{} {} not arrived",
+                            to_string(op.collective), seq, g_.slots[c.slot()].name,
+                            missing.size() > 1 ? "s" : "", rank_list(missing)));
       }
     }
   }
   for (const P2PRendezvous::Unmatched& u : p2p_.unmatched()) {
     const SimRank& sr = sranks_[u.arrival.srank];
     const Rank peer = resolver_.peer(g_.roles[sr.role].ops[u.arrival.op].ref, sr.rank);
-    why[{u.arrival.srank, u.arrival.stream}] = {
-        u.arrival.op,
-        u.is_send ? fmt::format("send to rank {} (tag {}): no matching recv", peer, u.key.tag)
-                  : fmt::format("recv from rank {} (tag {}): no matching send", peer, u.key.tag)};
+    wait(u.arrival,
+         u.is_send ? fmt::format("send to rank {} (tag {}): no matching recv", peer, u.key.tag)
+                   : fmt::format("recv from rank {} (tag {}): no matching send", peer, u.key.tag));
   }
   for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
     const SimRank& sr = sranks_[s];
@@ -268,8 +273,16 @@ void Engine::collect_blocked(ReplayResult* r) const {
       // where one of its ops waits at a rendezvous.
       if (sr.live && !why.contains({static_cast<std::int32_t>(s), st})) continue;
       BlockedRank b{sr.rank, fold_.class_size[s], sr.role, kNone, st, ""};
-      if (auto it = why.find({static_cast<std::int32_t>(s), st}); it != why.end()) {
+      const std::vector<std::int32_t>& list = tables_[sr.role].stream_ops[st];
+      if (sr.failed) {  // its node failed (now_ is the last completion, maybe before)
+        if (list.empty()) continue;
+        // The op it was running or would have started next.
+        b.op = list[ss.pos < list.size() && ss.in_flight == 0 ? ss.pos : ss.pos - 1];
+        b.waiting_for = "nothing: its node failed";
+        b.failed = true;
+      } else if (auto it = why.find({static_cast<std::int32_t>(s), st}); it != why.end()) {
         std::tie(b.op, b.waiting_for) = it->second;
+        b.since = since.at({static_cast<std::int32_t>(s), st});
       } else {
         b.op = tables_[sr.role].stream_ops[st][ss.pos];
         b.waiting_for = describe_dep_wait(sr, st);
@@ -280,6 +293,30 @@ void Engine::collect_blocked(ReplayResult* r) const {
   std::sort(r->blocked.begin(), r->blocked.end(), [](const BlockedRank& a, const BlockedRank& b) {
     return std::tie(a.rank, a.stream) < std::tie(b.rank, b.stream);
   });
+}
+
+// What the members of each transfer a node failure stopped wait for.
+void Engine::collect_failed_transfers(
+    const std::function<void(const Arrival&, std::string)>& wait) const {
+  for (const InFlight& rec : failed_transfers_) {
+    if (!rec.collective) {
+      const std::int32_t s = rec.match.send.srank, d = rec.match.recv.srank;
+      const Rank gone = sranks_[sranks_[s].failed ? s : d].rank;
+      wait(rec.match.send, fmt::format("send to rank {}: rank {} failed", sranks_[d].rank, gone));
+      wait(rec.match.recv, fmt::format("recv from rank {}: rank {} failed", sranks_[s].rank, gone));
+      continue;
+    }
+    const CollectiveRendezvous& c = comms_[rec.comm];
+    std::vector<Rank> gone;
+    for (std::int32_t m : c.members())
+      if (sranks_[m].failed) gone.push_back(sranks_[m].rank);
+    for (const Arrival& a : c.arrivals(rec.seq)) {
+      const Op& op = g_.roles[sranks_[a.srank].role].ops[a.op];
+      wait(a, fmt::format("collective {} #{} on '{}': rank{} {} failed after arriving",
+                          to_string(op.collective), rec.seq, g_.slots[c.slot()].name,
+                          gone.size() > 1 ? "s" : "", rank_list(gone)));
+    }
+  }
 }
 
 // The first unmet dependency of the op (or, for an NCCL group, of any op of

@@ -16,7 +16,8 @@ Engine::Engine(const ExecutionGraph& g, const ReplayOptions& options, const Repl
       listener_(listener),
       resolver_(g.resolver()),
       used_(slots_used_by_role(g)),
-      fold_(plan_folding(g, used_, options.fold && options.jitter_ppm == 0, options.live_ranks)) {
+      fold_(plan_folding(g, used_, options.fold && options.jitter_ppm == 0, options.live_ranks,
+                         options.fold_tags)) {
   PRISM_CHECK(listener != nullptr || options.live_ranks.empty(), "live ranks need a listener");
   build_role_tables();
   build_sim_ranks();
@@ -81,10 +82,14 @@ void Engine::build_sim_ranks() {
     sr.traced = traced_class[c];
     sr.live = std::find(options_.live_ranks.begin(), options_.live_ranks.end(), sr.rank) !=
               options_.live_ranks.end();
+    sr.failed =
+        std::binary_search(options_.failed_ranks.begin(), options_.failed_ranks.end(), sr.rank);
     p2p += static_cast<std::uint32_t>(tables_[sr.role].num_p2p);
     streams += static_cast<std::uint32_t>(g_.roles[sr.role].streams.size());
     deps += static_cast<std::uint32_t>(tables_[sr.role].num_dep_targets);
   }
+  for (Rank r : options_.failed_ranks)
+    PRISM_CHECK(sranks_[fold_.class_of_rank[r]].rank == r, "a failed rank folded with another");
   streams_.resize(streams);
   dep_done_.assign(deps, SimTime::never());
   p2p_seq_.resize(p2p);

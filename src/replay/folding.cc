@@ -4,6 +4,8 @@
 #include <map>
 #include <numeric>
 
+#include "util/check.h"
+
 namespace prism {
 namespace {
 
@@ -31,7 +33,8 @@ class Interner {
 // (two senders, one receiver with a slot per sender) or a crossed pair of
 // tables would fold ranks whose messages pair differently.
 std::vector<std::int32_t> initial_colours(const ExecutionGraph& g, const SlotUse& used,
-                                          const std::vector<Rank>& singletons) {
+                                          const std::vector<Rank>& singletons,
+                                          const std::vector<std::int64_t>& tags) {
   const SlotResolver res = g.resolver();
   Interner geometries;
   std::vector<std::vector<std::int32_t>> geometry_of_group(g.slots.size());
@@ -41,7 +44,7 @@ std::vector<std::int32_t> initial_colours(const ExecutionGraph& g, const SlotUse
   for (Rank r = 0; r < g.world_size(); ++r) {
     const int role = g.role_of_rank[r];
     const bool single = std::find(singletons.begin(), singletons.end(), r) != singletons.end();
-    Key key{role, g.compute_scale_ppm(r), single ? r : -1};
+    Key key{role, g.compute_scale_ppm(r), single ? r : -1, tags.empty() ? 0 : tags[r]};
     std::vector<Rank> peers;
     for (int s : used.all[role]) {
       if (g.slots[s].kind == CommSlot::Kind::kGroup) {
@@ -147,14 +150,15 @@ SlotUse slots_used_by_role(const ExecutionGraph& g) {
 }
 
 FoldPlan plan_folding(const ExecutionGraph& g, const SlotUse& used, bool fold,
-                      const std::vector<Rank>& singletons) {
+                      const std::vector<Rank>& singletons, const std::vector<std::int64_t>& tags) {
   FoldPlan plan;
   const int n = g.world_size();
+  PRISM_CHECK(tags.empty() || std::ssize(tags) == n, "one fold tag per rank");
   if (!fold) {
     plan.class_of_rank.resize(n);
     std::iota(plan.class_of_rank.begin(), plan.class_of_rank.end(), 0);
   } else {
-    std::vector<std::int32_t> colour = initial_colours(g, used, singletons);
+    std::vector<std::int32_t> colour = initial_colours(g, used, singletons, tags);
     // Each round either splits a class or reaches the fixpoint. A difference
     // spreads one hop per round, so a long chain (a ring of thousands of
     // ranks with one straggler) needs rounds in proportion to its length,

@@ -44,8 +44,10 @@ SlotUse slots_used_by_role(const ExecutionGraph& g);
 // refinement has not reached its fixpoint after kMaxRefinementRounds. Each
 // rank of `singletons` (live ranks, whose timing comes from outside) starts
 // in a class of its own, and the refinement splits whoever it can touch.
+// `tags` (per rank, or empty) split classes as overrides do.
 FoldPlan plan_folding(const ExecutionGraph& g, const SlotUse& used, bool fold,
-                      const std::vector<Rank>& singletons = {});
+                      const std::vector<Rank>& singletons = {},
+                      const std::vector<std::int64_t>& tags = {});
 inline FoldPlan plan_folding(const ExecutionGraph& g, bool fold) {
   return plan_folding(g, slots_used_by_role(g), fold);
 }

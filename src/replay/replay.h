@@ -43,6 +43,17 @@ struct ReplayOptions {
   // replay does not fold.
   std::int64_t jitter_ppm = 0;
   std::uint64_t jitter_seed = 0;
+  // Per rank (or empty): a tag that folding must respect, as it does a
+  // rank's overrides; ranks with different tags never share a class (a
+  // degraded link's ranks, simulation/what_if.h).
+  std::vector<std::int64_t> fold_tags;
+  // A node failure (--fail-node, simulation/what_if.h): from `fail_at` on,
+  // the ranks of `failed_ranks` (ascending) start no op and complete none,
+  // and no transfer they take part in completes; whoever waits on them
+  // blocks, and the replay ends as a deadlock. Folding must keep them apart
+  // (fold_tags): every rank of a failed rank's class must fail.
+  std::vector<Rank> failed_ranks;
+  SimTime fail_at = SimTime::never();
 };
 
 class NcclMemory;  // replay/nccl_memory.h

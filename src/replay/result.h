@@ -71,6 +71,8 @@ struct BlockedRank {
   std::int32_t op = 0;  // the op it waits on
   std::uint16_t stream = 0;
   std::string waiting_for;  // e.g. "collective all_reduce #3 on dp: ranks 8, 16 not arrived"
+  SimTime since{-1};        // when it arrived at the rendezvous it waits at; -1: a dependency
+  bool failed = false;      // a rank of a failed node (ReplayOptions::failed_ranks)
 };
 
 // An allocation that did not fit: the replay stops there, as the training
@@ -162,6 +164,34 @@ struct WhatIfReplay {
   SimTime unperturbed;                // its iteration time
 };
 
+// A node failure (--fail-node, simulation/what_if.h) and what it did to the
+// replay, built by simulate_graph from the blocked ranks: which
+// communication ops never complete and who waits in them, when progress
+// stopped, and when torch's NCCL watchdog would end the job.
+struct NodeFailureReplay {
+  int node = 0;
+  std::vector<Rank> ranks;  // the node's ranks, ascending
+  SimTime at;               // when they stopped
+  SimTime timeout;          // the watchdog's (--nccl-timeout)
+  // Whether the job did not complete: a rank of the node still had work at
+  // `at` (false: it had finished, and the others completed without it).
+  bool hung = false;
+  SimTime hang_at;  // the last op completion: nothing progresses after it
+  struct Blocked {
+    std::string what;           // "collective all_reduce #0 on 'dp': rank 4 not arrived"
+    std::vector<Rank> waiting;  // the surviving ranks waiting in it, ascending
+    SimTime since;              // when the first of them arrived
+  };
+  std::vector<Blocked> blocked;   // by since, then what
+  int other_blocked_streams = 0;  // surviving streams stuck behind their own ops
+  // The first watchdog to fire: the earliest waiting rank's arrival + the
+  // timeout; torch's ProcessGroupNCCL then aborts that process and the job
+  // errors. None when no surviving rank waits in a collective.
+  std::optional<SimTime> watchdog_at;
+  Rank watchdog_rank = -1;
+  std::string watchdog_what;
+};
+
 struct ReplayResult {
   enum class Outcome { kCompleted, kDeadlock, kOutOfMemory };
   Outcome outcome = Outcome::kCompleted;
@@ -183,6 +213,7 @@ struct ReplayResult {
   std::vector<RankTimeline> timelines;     // trace ranks, ascending
   std::optional<PastOomReplay> past_oom;   // set by simulate_graph with continue_past_oom
   std::optional<WhatIfReplay> what_if;     // set by simulate_graph with a what-if
+  std::optional<NodeFailureReplay> failure;  // set by simulate_graph with --fail-node
 };
 
 }  // namespace prism

@@ -37,8 +37,9 @@ std::optional<TimeCategory> comm_category(std::string_view s) {
   return std::nullopt;
 }
 
-Breakdown rank_breakdown(const ExecutionGraph& g, std::span<const TraceRecord> records, Rank rank,
-                         SimTime begin, SimTime end) {
+std::vector<CategorySpan> rank_spans(const ExecutionGraph& g, std::span<const TraceRecord> records,
+                                     Rank rank, SimTime begin, SimTime end,
+                                     std::span<const MeasuredSlice> measured) {
   // Sweep over interval boundaries: +1 at a start, -1 at an end, per category.
   struct Edge {
     SimTime at;
@@ -46,38 +47,44 @@ Breakdown rank_breakdown(const ExecutionGraph& g, std::span<const TraceRecord> r
     int delta;
   };
   std::vector<Edge> edges;
+  auto add = [&](SimTime from, SimTime to, TimeCategory c) {
+    const SimTime lo = max(from, begin), hi = min(to, end);
+    if (lo >= hi) return;
+    edges.push_back({lo, static_cast<int>(c), +1});
+    edges.push_back({hi, static_cast<int>(c), -1});
+  };
   for (const TraceRecord& rec : records) {
     if (rec.rank != rank) continue;
     const Role& role = g.roles[rec.role];
     const Op& op = role.ops[rec.op];
-    std::optional<TimeCategory> c;
-    SimTime from = rec.start;
     if (op.kind == OpKind::kCompute) {
       const bool optimizer = op.name >= 0 && role.names[op.name] == "optimizer";
-      c = optimizer ? TimeCategory::kOptimizer : TimeCategory::kCompute;
+      add(rec.start, rec.end, optimizer ? TimeCategory::kOptimizer : TimeCategory::kCompute);
     } else if (is_communication(op.kind)) {
-      c = comm_category(g.slots[op.ref].name);
-      from = rec.transfer_start;
+      if (std::optional<TimeCategory> c = comm_category(g.slots[op.ref].name))
+        add(rec.transfer_start, rec.end, *c);
     }
-    const SimTime lo = max(from, begin), hi = min(rec.end, end);
-    if (!c || lo >= hi) continue;
-    edges.push_back({lo, static_cast<int>(*c), +1});
-    edges.push_back({hi, static_cast<int>(*c), -1});
   }
+  for (const MeasuredSlice& m : measured)
+    if (m.rank == rank) add(m.start, m.end, TimeCategory::kCompute);
   std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
-  Breakdown out;
+  std::vector<CategorySpan> out;
   std::array<int, kNumTimeCategories> active{};
   SimTime at = begin;
   auto charge = [&](SimTime until) {
     if (until <= at) return;
-    int c = static_cast<int>(TimeCategory::kBubble);
+    auto c = TimeCategory::kBubble;
     for (int i = 0; i < static_cast<int>(TimeCategory::kBubble); ++i) {
       if (active[i] > 0) {
-        c = i;
+        c = static_cast<TimeCategory>(i);
         break;
       }
     }
-    out.time[c] += until - at;
+    if (!out.empty() && out.back().category == c && out.back().end == at) {
+      out.back().end = until;
+    } else {
+      out.push_back({at, until, c});
+    }
     at = until;
   };
   for (const Edge& e : edges) {
@@ -86,6 +93,17 @@ Breakdown rank_breakdown(const ExecutionGraph& g, std::span<const TraceRecord> r
   }
   charge(end);
   return out;
+}
+
+Breakdown sum_spans(std::span<const CategorySpan> spans) {
+  Breakdown out;
+  for (const CategorySpan& s : spans) out[s.category] += s.end - s.begin;
+  return out;
+}
+
+Breakdown rank_breakdown(const ExecutionGraph& g, std::span<const TraceRecord> records, Rank rank,
+                         SimTime begin, SimTime end) {
+  return sum_spans(rank_spans(g, records, rank, begin, end));
 }
 
 }  // namespace prism

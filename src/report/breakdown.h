@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "graph/graph.h"
 #include "replay/result.h"
@@ -37,10 +38,26 @@ struct Breakdown {
   SimTime operator[](TimeCategory c) const { return time[static_cast<int>(c)]; }
 };
 
-// The categories of rank `rank` over [begin, end); they add up to end - begin.
-// `records` may hold other ranks' records (skipped). A compute op named
-// "optimizer" counts as the optimizer.
+// An interval of a rank's timeline charged to one category.
+struct CategorySpan {
+  SimTime begin, end;
+  TimeCategory category = TimeCategory::kBubble;
+};
+
+// The timeline of rank `rank` over [begin, end) as maximal spans of one
+// category, in time order; they tile it. `records` may hold other ranks'
+// records (skipped). A compute op named "optimizer" counts as the
+// optimizer. `measured` slices of the rank (a real rank's reported compute,
+// no op of the graph) count as compute.
+std::vector<CategorySpan> rank_spans(const ExecutionGraph& g, std::span<const TraceRecord> records,
+                                     Rank rank, SimTime begin, SimTime end,
+                                     std::span<const MeasuredSlice> measured = {});
+
+// The categories of rank `rank` over [begin, end) (rank_spans summed); they
+// add up to end - begin.
 Breakdown rank_breakdown(const ExecutionGraph& g, std::span<const TraceRecord> records, Rank rank,
                          SimTime begin, SimTime end);
+// `spans` summed per category.
+Breakdown sum_spans(std::span<const CategorySpan> spans);
 
 }  // namespace prism

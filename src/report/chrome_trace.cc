@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <utility>
 #include <vector>
@@ -328,9 +329,54 @@ std::string_view to_string(TraceLevel level) {
   return "ops";
 }
 
-std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r,
+// A node failure (--fail-node): a global instant event when it fails, and
+// on each traced rank blocked in a communication op, that op as a slice
+// that begins when the rank arrived and never ends (a "B" without its "E":
+// Perfetto shows it running to the end of the trace, "did not end").
+void append_failure(const ExecutionGraph& g, const ReplayResult& r, const std::vector<Rank>& ranks,
+                    EventWriter* out) {
+  const NodeFailureReplay& f = *r.failure;
+  out->add(Json{{"name", fmt::format("node {} fails", f.node)},
+                {"cat", "what-if"},
+                {"ph", "i"},
+                {"s", "g"},
+                {"ts", to_micros(f.at)},
+                {"pid", ranks.empty() ? 0 : ranks.front()},
+                {"tid", 0},
+                {"args", Json{{"node", f.node}, {"ranks", f.ranks}}}});
+  for (const BlockedRank& b : r.blocked) {
+    if (b.since.ns < 0 || !std::binary_search(ranks.begin(), ranks.end(), b.rank)) continue;
+    const Role& role = g.roles[b.role];
+    out->add(Json{{"name", fmt::format("{} (never completes)", event_name(role, role.ops[b.op]))},
+                  {"cat", "blocked"},
+                  {"ph", "B"},
+                  {"ts", to_micros(b.since)},
+                  {"pid", b.rank},
+                  {"tid", b.stream},
+                  {"args", Json{{"waiting_for", b.waiting_for}}}});
+  }
+}
+
+std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& replayed,
                                 const std::vector<MeasuredSlice>& measured,
                                 const TraceOptions& options) {
+  // Only options.ranks, when given: the records, samples and timelines of
+  // the others dropped from a copy.
+  ReplayResult kept;
+  if (!options.ranks.empty()) {
+    auto in = [&](Rank rank) {
+      return std::binary_search(options.ranks.begin(), options.ranks.end(), rank);
+    };
+    std::copy_if(replayed.trace.begin(), replayed.trace.end(), std::back_inserter(kept.trace),
+                 [&](const TraceRecord& t) { return in(t.rank); });
+    std::copy_if(replayed.memory_trace.begin(), replayed.memory_trace.end(),
+                 std::back_inserter(kept.memory_trace),
+                 [&](const MemorySample& m) { return in(m.rank); });
+    std::copy_if(replayed.timelines.begin(), replayed.timelines.end(),
+                 std::back_inserter(kept.timelines),
+                 [&](const RankTimeline& t) { return in(t.rank); });
+  }
+  const ReplayResult& r = options.ranks.empty() ? replayed : kept;
   std::vector<Rank> ranks;
   for (const TraceRecord& rec : r.trace) ranks.push_back(rec.rank);
   for (const MeasuredSlice& m : measured) ranks.push_back(m.rank);
@@ -396,6 +442,7 @@ std::string format_chrome_trace(const ExecutionGraph& g, const ReplayResult& r,
       append_host(rank, tracks_of(role).host, std::move(computed), rank_end, &out);
     }
   }
+  if (replayed.failure) append_failure(g, replayed, ranks, &out);
   // Memory counters of the same ranks: one track per rank, MiB. Below the
   // ops level, per segment between two markers of the rank, only its first
   // sample, its highest (allocated) and its last.

@@ -48,6 +48,9 @@ struct TraceOptions {
   // The ranks that ran for real (an emulation's); every other rank is
   // labelled virtual. Ascending.
   std::vector<Rank> real_ranks;
+  // Non-empty: only these ranks are traced (ascending), when the replay
+  // traced more for another output (the HTML report's stages).
+  std::vector<Rank> ranks;
 };
 
 // `r` must come from replaying `g` (trace records refer to its roles).

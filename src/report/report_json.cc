@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/failure_report.h"
 #include "report/memory_report.h"
 #include "report/op_label.h"
 #include "report/summary.h"
@@ -69,7 +70,7 @@ std::string format_report_json(const ExecutionGraph& g, const ReplayResult& r) {
   j["format_version"] = kReportFormatVersion;
   j["graph"] = g.name;
   j["world_size"] = r.world_size;
-  j["outcome"] = outcome_name(r.outcome);
+  j["outcome"] = r.failure && r.failure->hung ? "node_failure" : outcome_name(r.outcome);
   j["folded"] = r.folded;
   j["simulated_ranks"] = r.simulated_ranks;
   j["op_events"] = r.op_events;
@@ -100,6 +101,7 @@ std::string format_report_json(const ExecutionGraph& g, const ReplayResult& r) {
                          {"roles", std::move(needs)}};
   }
   if (r.what_if) j["what_if"] = what_if_json(what_if_comparison(r));  // --straggler, --jitter
+  if (r.failure) j["node_failure"] = node_failure_json(*r.failure);   // --fail-node
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

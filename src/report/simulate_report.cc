@@ -1,5 +1,7 @@
 #include "report/simulate_report.h"
 
+#include "report/failure_report.h"
+
 #include <iterator>
 #include <string_view>
 
@@ -107,6 +109,9 @@ std::string format_simulate_text(const SimulateSummary& s) {
       }
       out += "\n";
     }
+  } else if (!s.completed()) {
+    line("outcome:",
+         fmt::format("hung: node {} failed (the iteration did not complete)", s.failure->node));
   } else {
     line("iteration time:", fmt::format("{:.3f} s", seconds(s.iteration_time)));
     line("tokens/s per GPU:", fmt::format("{:.1f}", s.tokens_per_s_per_gpu));
@@ -118,6 +123,7 @@ std::string format_simulate_text(const SimulateSummary& s) {
                            s.fp8_peak_flops / 1e12));
   }
   if (s.what_if) line("what-if:", what_if_text(*s.what_if));
+  if (s.failure) out += node_failure_text(*s.failure, 20);
   line("peak memory:", fmt::format("{:.2f} GiB of {:.2f} GiB per GPU (max over ranks)",
                                    gib(s.peak_device), gib(s.capacity)));
   line("", fmt::format("{:.2f} GiB allocated, {:.2f} GiB reserved by PyTorch, {:.2f} GiB NCCL, "
@@ -128,7 +134,7 @@ std::string format_simulate_text(const SimulateSummary& s) {
                    gib(s.fragmentation)));
   line("allocator:", s.alloc_conf.empty() ? std::string("PyTorch defaults")
                                           : "PYTORCH_CUDA_ALLOC_CONF=" + s.alloc_conf);
-  if (s.oom_text.empty()) {
+  if (s.completed()) {
     out += "\nwhere the iteration goes, per role (one representative rank; seconds):\n";
     fmt::format_to(std::back_inserter(out), "{:<10}{:>7}", "role", "ranks");
     for (int c = 0; c < kNumTimeCategories; ++c)
@@ -175,7 +181,9 @@ std::string format_simulate_json(const SimulateSummary& s) {
   j["parameters"] = s.parameters;
   j["active_parameters"] = s.active_parameters;
   j["model_flops_per_iteration"] = s.model_flops;
-  j["outcome"] = s.oom_text.empty() ? "completed" : "out_of_memory";
+  j["outcome"] = !s.oom_text.empty() ? "out_of_memory"
+                 : s.completed()     ? "completed"
+                                     : "node_failure";
   if (!s.oom_text.empty()) j["out_of_memory"] = s.oom;
   if (s.past_oom) {
     Json roles = Json::array();
@@ -190,7 +198,7 @@ std::string format_simulate_json(const SimulateSummary& s) {
                          {"mfu", s.past_oom->mfu},
                          {"roles", std::move(roles)}};
   }
-  if (s.oom_text.empty()) {
+  if (s.completed()) {
     j["iteration_time_s"] = seconds(s.iteration_time);
     j["tokens_per_s_per_gpu"] = s.tokens_per_s_per_gpu;
     j["model_tflops_per_gpu"] = s.model_tflops_per_gpu;
@@ -202,6 +210,7 @@ std::string format_simulate_json(const SimulateSummary& s) {
       j[k] = nullptr;
   }
   if (s.what_if) j["what_if"] = what_if_json(*s.what_if);
+  if (s.failure) j["node_failure"] = node_failure_json(*s.failure);
   j["peak_flops_per_gpu"] = s.peak_flops;
   if (s.fp8_peak_flops > 0) j["fp8_peak_flops_per_gpu"] = s.fp8_peak_flops;
   j["memory"] = Json{{"capacity_bytes", s.capacity.count},
@@ -233,7 +242,7 @@ std::string format_simulate_json(const SimulateSummary& s) {
     Json b;
     for (int c = 0; c < kNumTimeCategories; ++c)
       b[std::string(to_string(static_cast<TimeCategory>(c))) + "_s"] = seconds(r.breakdown.time[c]);
-    jr["breakdown"] = s.oom_text.empty() ? std::move(b) : Json(nullptr);
+    jr["breakdown"] = s.completed() ? std::move(b) : Json(nullptr);
     roles.push_back(std::move(jr));
   }
   j["roles"] = std::move(roles);

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "replay/result.h"
 #include "report/breakdown.h"
 #include "util/units.h"
 
@@ -82,8 +83,12 @@ struct SimulateSummary {
   // its times are not reported.
   std::string oom_text;
   nlohmann::ordered_json oom;
-  std::optional<PastOom> past_oom;          // with --continue-past-oom after an OOM
-  std::optional<WhatIfComparison> what_if;  // with --straggler or --jitter
+  std::optional<PastOom> past_oom;           // with --continue-past-oom after an OOM
+  std::optional<WhatIfComparison> what_if;   // with --straggler or --jitter
+  std::optional<NodeFailureReplay> failure;  // with --fail-node
+  // Whether the iteration completed (no OOM, no hang after a node failure),
+  // so that its times are reported.
+  bool completed() const { return oom_text.empty() && !(failure && failure->hung); }
   std::int64_t kernels = 0, kernels_measured = 0;
   std::string kernel_db;  // databases used, or empty
   bool folded = false;

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "report/failure_report.h"
 #include "report/memory_report.h"
 #include "report/op_label.h"
 
@@ -58,6 +59,11 @@ void append_header(const ExecutionGraph& g, const ReplayResult& r, std::string* 
   if (r.outcome == ReplayResult::Outcome::kOutOfMemory) {
     append_field(out, "outcome", "out of memory (the replay stopped there)");
     append_field(out, "stopped at", format_ms(r.oom.front().at));
+    return;
+  }
+  if (r.outcome == ReplayResult::Outcome::kDeadlock && r.failure) {
+    append_field(out, "outcome", fmt::format("hung: node {} failed", r.failure->node));
+    append_field(out, "stalled at", format_ms(r.makespan));
     return;
   }
   if (r.outcome == ReplayResult::Outcome::kDeadlock) {
@@ -136,6 +142,7 @@ std::string format_summary(const ExecutionGraph& g, const ReplayResult& r) {
   std::string out;
   append_header(g, r, &out);
   if (r.what_if) append_field(&out, "what-if", what_if_text(what_if_comparison(r)));
+  if (r.failure) out += node_failure_text(*r.failure, kLabelWidth);
   out.push_back('\n');
   append_role_table(r, &out);
   if (r.outcome == ReplayResult::Outcome::kDeadlock) append_blocked(g, r, &out);

@@ -19,6 +19,9 @@ ReplayOptions replay_options(const CoordinatorOptions& o) {
   r.trace_ranks.insert(r.trace_ranks.end(), o.live_ranks.begin(), o.live_ranks.end());
   std::sort(r.trace_ranks.begin(), r.trace_ranks.end());
   r.trace_ranks.erase(std::unique(r.trace_ranks.begin(), r.trace_ranks.end()), r.trace_ranks.end());
+  r.jitter_ppm = o.jitter_ppm;
+  r.jitter_seed = o.jitter_seed;
+  r.fold_tags = o.fold_tags;
   return r;
 }
 

@@ -42,6 +42,12 @@ struct CoordinatorOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
   bool capture = false;  // keep each live rank's capture (slicing/capture_file.h)
   std::string secret;    // the run's: hellos without it are refused
+  // What-if perturbations of the virtual ranks (simulation/what_if.h), as
+  // ReplayOptions takes them: jitter of their compute, and the fold tags
+  // that keep folding exact around degraded links.
+  std::int64_t jitter_ppm = 0;
+  std::uint64_t jitter_seed = 0;
+  std::vector<std::int64_t> fold_tags;
 };
 
 // One live rank's emulated time, per iteration (means over its iterations).

@@ -19,6 +19,41 @@ double error_pct(SimTime got, SimTime want) {
   return want.ns == 0 ? 0 : (static_cast<double>(got.ns) / static_cast<double>(want.ns) - 1) * 100;
 }
 
+// The what-if line's value: the options, the perturbed prediction against
+// the unperturbed one, and the emulated iteration against the latter.
+std::string what_if_text(const EmulateSummary& s) {
+  const WhatIfComparison& w = *s.what_if;
+  const auto sec = [](const std::optional<SimTime>& t) {
+    return t ? fmt::format("{:.6f} s", secs(*t)) : std::string("did not complete");
+  };
+  std::string out = fmt::format(
+      "{}: the replay without real ranks predicts {} vs {}", w.options, sec(w.perturbed),
+      w.unperturbed ? sec(w.unperturbed) + " unperturbed"
+                    : std::string("an unperturbed replay that did not complete"));
+  if (!w.unperturbed || w.unperturbed->ns == 0) return out;
+  if (w.perturbed) out += fmt::format(" ({:+.2f}%)", error_pct(*w.perturbed, *w.unperturbed));
+  if (s.out_of_memory.empty())
+    out += fmt::format("; emulated {:.6f} s ({:+.2f}% vs unperturbed)", secs(s.iteration_time()),
+                       error_pct(s.iteration_time(), *w.unperturbed));
+  return out;
+}
+
+nlohmann::ordered_json what_if_json(const EmulateSummary& s) {
+  using Json = nlohmann::ordered_json;
+  const WhatIfComparison& w = *s.what_if;
+  const auto sec = [](const std::optional<SimTime>& t) { return t ? Json(secs(*t)) : Json(); };
+  Json j{{"options", w.options},
+         {"predicted_iteration_time_s", sec(w.perturbed)},
+         {"unperturbed_iteration_time_s", sec(w.unperturbed)},
+         {"delta_pct", nullptr},
+         {"emulated_delta_pct", nullptr}};
+  if (!w.unperturbed || w.unperturbed->ns == 0) return j;
+  if (w.perturbed) j["delta_pct"] = error_pct(*w.perturbed, *w.unperturbed);
+  if (s.out_of_memory.empty())
+    j["emulated_delta_pct"] = error_pct(s.iteration_time(), *w.unperturbed);
+  return j;
+}
+
 }  // namespace
 
 int host_cores() {
@@ -34,6 +69,18 @@ SimTime EmulateSummary::iteration_time() const {
   return t;
 }
 
+std::vector<HtmlFact> emulate_facts(const EmulateSummary& s) {
+  std::string real;
+  for (const LiveRankReport& r : s.emulated.live)
+    real += fmt::format("{}{}", real.empty() ? "" : ",", r.rank);
+  return {{"job", fmt::format("{} ({} ranks)", s.job, s.world_size)},
+          {"real ranks", fmt::format("{}: {}", real, s.program)},
+          {"emulated iteration",
+           fmt::format("{:.6f} s; the replay without real ranks predicts {:.6f} s ({:+.2f}%)",
+                       secs(s.iteration_time()), secs(s.predicted_iteration_time),
+                       error_pct(s.iteration_time(), s.predicted_iteration_time))}};
+}
+
 std::string format_emulate_text(const EmulateSummary& s) {
   std::string out = fmt::format("job:                {} ({} ranks), {} real: {}\n", s.job,
                                 s.world_size, s.emulated.live.size(), s.program);
@@ -43,6 +90,7 @@ std::string format_emulate_text(const EmulateSummary& s) {
       "({:+.2f}%)\n",
       secs(s.iteration_time()), secs(s.predicted_iteration_time),
       error_pct(s.iteration_time(), s.predicted_iteration_time));
+  if (s.what_if) out += fmt::format("what-if:            {}\n", what_if_text(s));
   if (s.oversubscribed())
     out += fmt::format(
         "host:               {} real ranks and the coordinator on {} cores: oversubscribed, the "
@@ -74,6 +122,7 @@ std::string format_emulate_json(const EmulateSummary& s) {
   j["iteration_time_s"] = secs(s.iteration_time());
   j["predicted_iteration_time_s"] = secs(s.predicted_iteration_time);
   if (!s.out_of_memory.empty()) j["out_of_memory"] = s.out_of_memory;
+  if (s.what_if) j["what_if"] = what_if_json(s);
   j["real_ranks"] = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < s.emulated.live.size(); ++i) {
     const LiveRankReport& r = s.emulated.live[i];

@@ -4,9 +4,12 @@
 // docs/emulate.md documents both forms.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "report/html_page.h"
+#include "report/simulate_report.h"
 #include "runtime/coordinator.h"
 
 namespace prism::runtime {
@@ -22,6 +25,10 @@ struct EmulateSummary {
   SimTime predicted_iteration_time;  // the pure replay's
   std::vector<SimTime> predicted;    // per real rank: its pure-replay iteration time
   std::string out_of_memory;         // the OOM's text when the emulation ended with one
+  // With what-if options: the pure replay perturbed (predicted_iteration_time)
+  // and unperturbed. The emulation itself runs perturbed only: its
+  // iteration is compared with the unperturbed prediction.
+  std::optional<WhatIfComparison> what_if;
   // The host the real ranks and the coordinator ran on: more of them than
   // cores, and their compute slowed each other (times are upper bounds).
   int host_cores = 0;
@@ -41,5 +48,8 @@ int host_cores();
 std::string format_emulate_text(const EmulateSummary& s);
 // Indented JSON ending in a newline; keys in a fixed order.
 std::string format_emulate_json(const EmulateSummary& s);
+// The HTML report's headline (report/replay_html.h): job, real ranks, the
+// emulated iteration against the prediction.
+std::vector<HtmlFact> emulate_facts(const EmulateSummary& s);
 
 }  // namespace prism::runtime

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <system_error>
 #include <utility>
@@ -16,6 +17,8 @@
 #include "replay/replay.h"
 #include "report/chrome_trace.h"
 #include "report/memory_report.h"
+#include "report/replay_html.h"
+#include "report/summary.h"
 #include "runtime/launcher.h"
 #include "runtime/slice_capture.h"
 #include "simulation/simulation.h"
@@ -129,6 +132,7 @@ Result<EmulationResult> Emulation::run() {
   s.external = options_.external_ranks;
   s.predicted_iteration_time = pure.iteration_time;
   s.predicted = predicted_times(pure, real_);
+  if (pure.what_if) s.what_if = what_if_comparison(pure);
   s.host_cores = host_cores();
   const ReplayResult& emulated = s.emulated.replay;
   if (emulated.outcome == ReplayResult::Outcome::kOutOfMemory)
@@ -157,11 +161,36 @@ Status Emulation::prepare() {
     if (!t.is_ok()) return t.status().with_context("--trace-ranks");
     traced_ = std::move(t).value();
   }
+  PRISM_RETURN_IF_ERROR(prepare_what_if());
   PRISM_ASSIGN_OR_RETURN(dir_, make_private_dir());
   env_ = RankEnvironment{
       world, job_.job.cluster.gpus_per_node, "", "", o.master_port, o.timeout_s, make_run_secret()};
   if (o.external_ranks) env_.store_host = wire::parse_address(o.listen).value().host;
   return Status::ok();
+}
+
+// The what-if options, parsed against the job's world, checked against its
+// cluster and its real ranks, before any graph is built or captured.
+Status Emulation::prepare_what_if() {
+  if (!options_.what_if) return Status::ok();
+  PRISM_ASSIGN_OR_RETURN(what_if_, options_.what_if(job_.job.num_gpus));
+  for (const Straggler& st : what_if_.stragglers) {
+    for (Rank r : st.ranks) {
+      if (!std::binary_search(real_.begin(), real_.end(), r)) continue;
+      return Status::invalid_argument(fmt::format(
+          "--straggler {}:{}: rank {} is a real rank (--real-ranks {}): its compute is its own "
+          "program's, measured as it runs; a straggler slows virtual ranks only",
+          format_rank_list(st.ranks), st.factor, r, options_.real_ranks));
+    }
+  }
+  if (what_if_.failure)
+    return Status::invalid_argument(fmt::format(
+        "{}: prism emulate does not fail nodes: the real ranks would block for real in the "
+        "failed node's collectives, and ending their processes as NCCL's watchdog would is not "
+        "built; run the failure with prism simulate or prism replay (docs/emulate.md, "
+        "\"What-if\")",
+        describe(*what_if_.failure)));
+  return check_link_degradations(what_if_.links, job_.job.cluster);
 }
 
 // The graph: one given with --graph, the model's, or, for a program's job,
@@ -197,13 +226,15 @@ Status Emulation::choose_graph() {
   return Status::ok();
 }
 
-// The prediction: the same job replayed with no real rank.
+// The prediction: the same job replayed with no real rank; with what-if
+// options, perturbed and unperturbed (the result's what_if).
 Result<ReplayResult> Emulation::predict() const {
   progress(fmt::format("replaying {} ranks without real ranks...", graph_->world_size()));
   SimulationOptions pure;
   pure.models = models_;
   pure.fold = options_.fold;
   pure.trace_ranks = real_;
+  pure.what_if = what_if_;
   return simulate_graph(*graph_, job_.job.cluster, pure);
 }
 
@@ -213,12 +244,29 @@ Result<CoordinatorResult> Emulation::emulate() {
   co.live_ranks = real_;
   co.job = job_.job.name;
   co.fold = options_.fold;
-  co.trace_ranks = traced_;
+  // The HTML report shows each role's first rank: traced too.
+  co.trace_ranks = options_.html_path.empty() ? traced_ : with_html_ranks(*graph_, traced_);
   co.timeout = env_.timeout();
   co.capture = !options_.capture_dir.empty();
   co.secret = env_.secret;
-  ClusterModels models(job_.job.cluster, models_);
-  Coordinator coordinator(*graph_, models.view(), co);
+  // The what-if perturbs the virtual ranks as simulate_graph does the
+  // replay's: stragglers as rank overrides, jitter and degraded links in
+  // the replay's options and the network.
+  ModelOptions models_options = models_;
+  ExecutionGraph perturbed;
+  if (!what_if_.stragglers.empty()) {
+    PRISM_ASSIGN_OR_RETURN(perturbed, apply_stragglers(*graph_, what_if_.stragglers));
+  }
+  if (what_if_.jitter) {
+    co.jitter_ppm = jitter_ppm(*what_if_.jitter);
+    co.jitter_seed = what_if_.jitter->seed;
+  }
+  if (!what_if_.links.empty()) {
+    models_options.degraded_links = what_if_.links;
+    co.fold_tags = link_fold_tags(job_.job.cluster, graph_->world_size(), what_if_.links);
+  }
+  ClusterModels models(job_.job.cluster, models_options);
+  Coordinator coordinator(what_if_.stragglers.empty() ? *graph_ : perturbed, models.view(), co);
   wire::Address where{wire::Address::Kind::kUnix, dir_ + "/coordinator.sock", "", 0};
   if (!options_.listen.empty()) {
     Result<wire::Address> a = wire::parse_address(options_.listen);
@@ -317,10 +365,29 @@ Status Emulation::write_outputs(const EmulationResult& r) const {
   if (!options_.report_path.empty())
     outputs.emplace_back(options_.report_path, format_emulate_json(s));
   if (!options_.trace_path.empty()) {
-    // The real ranks labelled real, with their host threads filled.
-    TraceOptions trace{options_.trace_level, real_};
+    // The real ranks labelled real, with their host threads filled; not
+    // the ranks traced for the HTML report only.
+    TraceOptions trace{options_.trace_level, real_, {}};
+    if (!options_.html_path.empty()) {
+      std::merge(real_.begin(), real_.end(), traced_.begin(), traced_.end(),
+                 std::back_inserter(trace.ranks));
+      trace.ranks.erase(std::unique(trace.ranks.begin(), trace.ranks.end()), trace.ranks.end());
+    }
     outputs.emplace_back(options_.trace_path, format_chrome_trace(*graph_, s.emulated.replay,
                                                                   s.emulated.computed, trace));
+  }
+  if (!options_.html_path.empty()) {
+    ReplayHtmlOptions html;
+    html.title = fmt::format("prism emulate: {}", s.job);
+    html.facts = emulate_facts(s);
+    html.text = format_emulate_text(s);
+    html.cluster = job_.job.cluster;
+    html.nccl = models_.nccl;
+    html.capacity = models_.device.capacity;
+    html.real_ranks = real_;
+    html.measured = s.emulated.computed;
+    for (HtmlFact& f : replay_facts(*graph_, s.emulated.replay)) html.facts.push_back(std::move(f));
+    outputs.emplace_back(options_.html_path, format_replay_html(*graph_, s.emulated.replay, html));
   }
   PRISM_RETURN_IF_ERROR(write_files_atomic(outputs));
   if (!options_.capture_dir.empty()) {

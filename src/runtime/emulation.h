@@ -15,6 +15,7 @@
 // error: the summary still stands.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "simulation/cluster_models.h"
 #include "simulation/job.h"
 #include "simulation/memory_settings.h"
+#include "simulation/what_if.h"
 #include "util/status.h"
 
 namespace prism::runtime {
@@ -42,6 +44,7 @@ struct EmulationOptions {
   std::string trace_ranks;           // virtual ranks traced besides the real ones
   std::string report_path;           // each output: none when empty
   std::string trace_path;
+  std::string html_path;  // the HTML report (report/replay_html.h)
   TraceLevel trace_level = kDefaultTraceLevel;
   std::string capture_dir;      // each real rank's capture, DIR/rank<N>.json
   std::string save_graph_path;  // the graph emulated against
@@ -60,6 +63,12 @@ struct EmulationOptions {
   // external_env_path (mode 0600: it holds the run's secret).
   bool external_ranks = false;
   std::string external_env_path;
+  // What-if perturbations of the virtual ranks and the network
+  // (--straggler, --jitter, --link-degrade; simulation/what_if.h), parsed
+  // against the job's world size once it is known (prism emulate passes
+  // WhatIfOptions::what_if). Unset: none. The real ranks run as they run: a
+  // straggler naming one is an error, jitter leaves their compute alone.
+  std::function<Result<WhatIf>(int world_size)> what_if;
 };
 
 struct EmulationResult {
@@ -84,6 +93,7 @@ class Emulation {
 
  private:
   Status prepare();
+  Status prepare_what_if();
   Status choose_graph();
   Result<ReplayResult> predict() const;
   Result<CoordinatorResult> emulate();
@@ -100,6 +110,7 @@ class Emulation {
   RankEnvironment env_;
   ExecutionGraph owned_;  // a loaded or captured graph
   const ExecutionGraph* graph_ = nullptr;
+  WhatIf what_if_;
   bool real_rank_failed_ = false;
 };
 

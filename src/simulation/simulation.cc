@@ -1,6 +1,7 @@
 #include "simulation/simulation.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -71,8 +72,9 @@ void summarize_job(const PreparedJob& p, const ReplayResult& r, const DeviceMemo
     s.oom_text = format_oom_text(p.built.graph, r.oom.front());
     s.oom = oom_json(p.built.graph, r.oom.front());
   }
+  s.failure = r.failure;
   s.iteration_time = r.iteration_time;
-  const double t = s.oom_text.empty() ? r.iteration_time.seconds() : 0;
+  const double t = s.completed() ? r.iteration_time.seconds() : 0;
   if (t > 0) {
     const Throughput x = throughput(job, s.model_flops, t);
     s.tokens_per_s_per_gpu = x.tokens_per_s_per_gpu;
@@ -128,7 +130,7 @@ void summarize_roles(const PreparedJob& p, const ReplayResult& r, const std::vec
     s.peak_device = std::max(s.peak_device, rs.max.peak_device);
     s.nccl = std::max(s.nccl, rs.max.nccl);
     s.fragmentation = std::max(s.fragmentation, rs.max.fragmentation);
-    if (s.oom_text.empty()) {
+    if (s.completed()) {
       role.breakdown =
           rank_breakdown(p.built.graph, r.trace, reps[i], SimTime::zero(), r.iteration_time);
     }
@@ -149,6 +151,48 @@ Bytes usable_capacity(const DeviceMemoryOptions& d) {
              : d.capacity;
 }
 
+// The failure's effect, from the replay that ran with it.
+NodeFailureReplay failure_report(const NodeFailure& f, const std::vector<Rank>& ranks,
+                                 SimTime timeout, const ReplayResult& r) {
+  NodeFailureReplay out;
+  out.node = f.node;
+  out.ranks = ranks;
+  out.at = f.at;
+  out.timeout = timeout;
+  out.hung = r.outcome == ReplayResult::Outcome::kDeadlock;
+  out.hang_at = r.makespan;
+  std::map<std::string, NodeFailureReplay::Blocked> by_what;
+  for (const BlockedRank& b : r.blocked) {
+    if (b.failed) continue;
+    if (b.since.ns < 0) {
+      ++out.other_blocked_streams;
+      continue;
+    }
+    auto [it, fresh] = by_what.try_emplace(b.waiting_for);
+    NodeFailureReplay::Blocked& x = it->second;
+    if (fresh) {
+      x.what = b.waiting_for;
+      x.since = b.since;
+    }
+    x.waiting.push_back(b.rank);
+    x.since = min(x.since, b.since);
+    if (!out.watchdog_at || b.since + timeout < *out.watchdog_at ||
+        (b.since + timeout == *out.watchdog_at && b.rank < out.watchdog_rank)) {
+      out.watchdog_at = b.since + timeout;
+      out.watchdog_rank = b.rank;
+      out.watchdog_what = b.waiting_for;
+    }
+  }
+  for (auto& [what, x] : by_what) {
+    std::sort(x.waiting.begin(), x.waiting.end());
+    x.waiting.erase(std::unique(x.waiting.begin(), x.waiting.end()), x.waiting.end());
+    out.blocked.push_back(std::move(x));
+  }
+  std::stable_sort(out.blocked.begin(), out.blocked.end(),
+                   [](const auto& a, const auto& b) { return a.since < b.since; });
+  return out;
+}
+
 }  // namespace
 
 Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& cluster,
@@ -158,7 +202,19 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
   options.trace_ranks = o.trace_ranks;
   std::optional<WhatIfReplay> what_if;
   ExecutionGraph perturbed;  // with the stragglers' overrides
+  ModelOptions model_options = o.models;
+  std::vector<Rank> failed;  // the failing node's ranks
+  if (o.what_if.failure) {
+    const int nodes = g.layout.num_nodes();
+    if (o.what_if.failure->node >= nodes)
+      return Status::invalid_argument(fmt::format(
+          "{}: node {} does not exist: the graph has nodes {}", describe(*o.what_if.failure),
+          o.what_if.failure->node, nodes == 1 ? "0" : fmt::format("0-{}", nodes - 1)));
+    for (Rank r = 0; r < g.world_size(); ++r)
+      if (g.layout.node_of(r) == o.what_if.failure->node) failed.push_back(r);
+  }
   if (!o.what_if.empty()) {
+    PRISM_RETURN_IF_ERROR(check_link_degradations(o.what_if.links, cluster));
     SimulationOptions plain = o;
     plain.what_if = WhatIf{};
     plain.trace_ranks.clear();
@@ -166,6 +222,12 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
     PRISM_ASSIGN_OR_RETURN(const ReplayResult base, simulate_graph(g, cluster, plain));
     what_if = WhatIfReplay{o.what_if.describe(), base.outcome == ReplayResult::Outcome::kCompleted,
                            base.iteration_time};
+    if (o.what_if.failure && o.what_if.failure->at > base.makespan)
+      return Status::invalid_argument(fmt::format(
+          "{}: {:.6f} s is after the run ends: the unperturbed replay ends at {:.6f} s (iteration "
+          "{:.6f} s)",
+          describe(*o.what_if.failure), o.what_if.failure->at.seconds(), base.makespan.seconds(),
+          base.iteration_time.seconds()));
     if (!o.what_if.stragglers.empty()) {
       PRISM_ASSIGN_OR_RETURN(perturbed, apply_stragglers(g, o.what_if.stragglers));
     }
@@ -173,11 +235,24 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
       options.jitter_ppm = jitter_ppm(*o.what_if.jitter);
       options.jitter_seed = o.what_if.jitter->seed;
     }
+    if (!o.what_if.links.empty()) {
+      model_options.degraded_links = o.what_if.links;
+      options.fold_tags = link_fold_tags(cluster, g.world_size(), o.what_if.links);
+    }
+    if (o.what_if.failure) {
+      // Each failed rank in a class of its own (negative tags are free).
+      options.fold_tags.resize(g.world_size(), 0);
+      for (Rank r : failed) options.fold_tags[r] = -1 - r;
+      options.failed_ranks = failed;
+      options.fail_at = o.what_if.failure->at;
+    }
   }
   const ExecutionGraph& run_on = o.what_if.stragglers.empty() ? g : perturbed;
-  ClusterModels models(cluster, o.models);
+  ClusterModels models(cluster, model_options);
   PRISM_ASSIGN_OR_RETURN(ReplayResult r, replay(run_on, options, models.view()));
   r.what_if = std::move(what_if);
+  if (o.what_if.failure)
+    r.failure = failure_report(*o.what_if.failure, failed, o.what_if.nccl_timeout, r);
   if (o.continue_past_oom && r.outcome == ReplayResult::Outcome::kOutOfMemory) {
     SimulationOptions unlimited = o;
     unlimited.continue_past_oom = false;
@@ -204,7 +279,7 @@ Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions
                            traced.trace_ranks.end());
   // Roofline compute goes unused: every compute op of a built job has its duration.
   PRISM_ASSIGN_OR_RETURN(ReplayResult result, simulate_graph(g, p.job.cluster, traced));
-  if (result.outcome == ReplayResult::Outcome::kDeadlock) {
+  if (result.outcome == ReplayResult::Outcome::kDeadlock && !result.failure) {
     return Status::invalid_argument(fmt::format(
         "the graph built from {} deadlocked at rank {} ({}): a builder defect, please report it",
         p.path, result.blocked.front().rank, result.blocked.front().waiting_for));

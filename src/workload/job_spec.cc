@@ -30,6 +30,12 @@ constexpr std::array<std::pair<Recompute, std::string_view>, 3> kRecomputeNames{
     {Recompute::kFull, "full"},
 }};
 
+constexpr std::array<std::pair<RecomputeMethod, std::string_view>, 3> kRecomputeMethodNames{{
+    {RecomputeMethod::kUnset, "unset"},
+    {RecomputeMethod::kUniform, "uniform"},
+    {RecomputeMethod::kBlock, "block"},
+}};
+
 constexpr std::array<std::pair<AttentionBackend, std::string_view>, 5> kAttentionBackendNames{{
     {AttentionBackend::kAuto, "auto"},
     {AttentionBackend::kFlash, "flash"},
@@ -315,54 +321,122 @@ Status validate_batch(const JobSpec& j) {
 }
 
 // Megatron's uneven pipelines: the first and/or last stage take the given
-// number of layers, the other stages an equal share of the rest.
+// number of layers, the other stages an equal share of the rest; with
+// interleaving each stage's share splits evenly over its chunks
+// (Megatron-Core's TransformerConfig checks the same).
 Status validate_uneven_pipeline(const JobSpec& j) {
   const ParallelSpec& p = j.parallelism;
   const int first = p.decoder_first_pipeline_num_layers;
   const int last = p.decoder_last_pipeline_num_layers;
-  for (const auto& [field, v] : {std::pair{"parallelism.decoder_first_pipeline_num_layers", first},
-                                 std::pair{"parallelism.decoder_last_pipeline_num_layers", last}}) {
-    if (v < 0) return fail(field, fmt::format("{} must be at least 0", v));
-    if (v > 0 && j.pp() == 1) return fail(field, "needs pipeline_model_parallel_size > 1 (got 1)");
-    if (v > 0 && j.vpp() > 1)
-      return fail(field, "is not supported with virtual_pipeline_model_parallel_size > 1");
+  const std::string_view field = first > 0 ? "parallelism.decoder_first_pipeline_num_layers"
+                                           : "parallelism.decoder_last_pipeline_num_layers";
+  for (const auto& [name, v] : {std::pair{"parallelism.decoder_first_pipeline_num_layers", first},
+                                std::pair{"parallelism.decoder_last_pipeline_num_layers", last}}) {
+    if (v < 0) return fail(name, fmt::format("{} must be at least 0", v));
+    if (v > 0 && j.pp() == 1) return fail(name, "needs pipeline_model_parallel_size > 1 (got 1)");
   }
+  for (const auto& [name, on] : {std::pair{"parallelism.account_for_embedding_in_pipeline_split",
+                                           p.account_for_embedding_in_pipeline_split},
+                                 std::pair{"parallelism.account_for_loss_in_pipeline_split",
+                                           p.account_for_loss_in_pipeline_split}}) {
+    if (on)
+      return fail(name, fmt::format("cannot be combined with {} (Megatron-Core's uneven split "
+                                    "places the embedding and loss with the first and last "
+                                    "stages' layers)",
+                                    field));
+  }
+  if (p.num_layers_per_virtual_pipeline_stage > 0)
+    return fail("parallelism.num_layers_per_virtual_pipeline_stage",
+                fmt::format("cannot be combined with {}; give "
+                            "parallelism.virtual_pipeline_model_parallel_size instead",
+                            field));
   const int fixed = (first > 0 ? 1 : 0) + (last > 0 ? 1 : 0);
   const int rest = j.model.num_layers - first - last;
   const int others = j.pp() - fixed;
   if (rest < 0 || (others == 0 && rest != 0) || (others > 0 && (rest <= 0 || rest % others != 0)))
-    return fail(first > 0 ? "parallelism.decoder_first_pipeline_num_layers"
-                          : "parallelism.decoder_last_pipeline_num_layers",
+    return fail(field,
                 fmt::format("model.num_layers {} minus the first ({}) and last ({}) stages' "
                             "layers leaves {}, which does not divide evenly over the other {} "
                             "stages",
                             j.model.num_layers, first, last, rest, others));
+  if (j.vpp() == 1) return Status::ok();
+  struct Share {
+    std::string_view field, stage;
+    int layers;
+  };
+  const Share shares[] = {
+      {"parallelism.decoder_first_pipeline_num_layers", "the first stage", first},
+      {"parallelism.decoder_last_pipeline_num_layers", "the last stage", last},
+      {field, "each of the other stages", others > 0 ? rest / others : 0}};
+  for (const Share& s : shares) {
+    if (s.layers % j.vpp() != 0)
+      return fail(s.field, fmt::format("{} layers on {}, not divisible by "
+                                       "parallelism.virtual_pipeline_model_parallel_size {} (the "
+                                       "model chunks of a stage hold as many layers each)",
+                                       s.layers, s.stage, j.vpp()));
+  }
+  return Status::ok();
+}
+
+// The even split: num_layers (plus the embedding and loss when they are
+// accounted for) over pp stages and vpp chunks each; --num-layers-per-
+// virtual-pipeline-stage, when given, must agree with the chunks.
+Status validate_even_pipeline(const JobSpec& j) {
+  const ParallelSpec& p = j.parallelism;
+  const int layers = j.layers_in_split();
+  const std::string accounted =
+      layers == j.model.num_layers
+          ? std::string()
+          : fmt::format(" (+{} for the embedding and loss accounted for in the split)",
+                        layers - j.model.num_layers);
+  if (layers % j.pp() != 0)
+    return fail("model.num_layers",
+                fmt::format("{}{} is not divisible by parallelism.pipeline_model_parallel_size {}",
+                            j.model.num_layers, accounted, j.pp()));
+  const int per_stage = layers / j.pp();
+  const int per_chunk = p.num_layers_per_virtual_pipeline_stage;
+  if (per_chunk < 0)
+    return fail("parallelism.num_layers_per_virtual_pipeline_stage",
+                fmt::format("{} must be at least 0", per_chunk));
+  if (per_chunk > 0 && (per_stage % per_chunk != 0 || per_stage / per_chunk != j.vpp()))
+    return fail("parallelism.num_layers_per_virtual_pipeline_stage",
+                fmt::format("{} does not split a stage's {} layers{} into "
+                            "parallelism.virtual_pipeline_model_parallel_size {} chunks",
+                            per_chunk, per_stage, accounted, j.vpp()));
+  if (per_stage % j.vpp() != 0)
+    return fail("model.num_layers",
+                fmt::format("{} layers{} over parallelism.pipeline_model_parallel_size {} give {} "
+                            "per stage, not divisible by virtual_pipeline_model_parallel_size {}",
+                            j.model.num_layers, accounted, j.pp(), per_stage, j.vpp()));
+  // A chunk of only the embedding or the loss: Megatron-Core builds it, the
+  // builder's chain of hidden states needs a layer in every chunk.
+  const std::pair<std::string_view, int> ends[] = {
+      {"parallelism.account_for_embedding_in_pipeline_split", j.layers_in_chunk(0, 0)},
+      {"parallelism.account_for_loss_in_pipeline_split",
+       j.layers_in_chunk(j.pp() - 1, j.vpp() - 1)}};
+  for (const auto& [name, chunk_layers] : ends) {
+    if (chunk_layers < 1)
+      return fail(name, fmt::format("leaves a model chunk with no transformer layer ({} per "
+                                    "chunk); PrismLLM needs at least one in every chunk",
+                                    per_stage / j.vpp()));
+  }
   return Status::ok();
 }
 
 Status validate_pipeline(const JobSpec& j) {
-  const ModelSpec& m = j.model;
   const ParallelSpec& p = j.parallelism;
   if (j.cp() > 1 && is_unfused(j.training.attention_backend))
     return fail("training.attention_backend",
                 fmt::format("{} cannot run context parallelism (context_parallel_size {}): "
                             "Megatron's ring attention needs a fused backend (flash, fused, auto)",
                             to_string(j.training.attention_backend), j.cp()));
-  if (p.decoder_first_pipeline_num_layers != 0 || p.decoder_last_pipeline_num_layers != 0)
-    return validate_uneven_pipeline(j);
-  PRISM_RETURN_IF_ERROR(check_divisible("model.num_layers", m.num_layers,
-                                        "parallelism.pipeline_model_parallel_size", j.pp()));
-  if (j.vpp() == 1) return Status::ok();
-  if (j.pp() == 1)
+  if (j.vpp() > 1 && j.pp() == 1)
     return fail("parallelism.virtual_pipeline_model_parallel_size",
                 fmt::format("{} needs pipeline_model_parallel_size > 1 (got 1)", j.vpp()));
-  const int per_stage = m.num_layers / j.pp();
-  if (per_stage % j.vpp() != 0)
-    return fail("model.num_layers",
-                fmt::format("{} layers over parallelism.pipeline_model_parallel_size {} give {} "
-                            "per stage, not divisible by virtual_pipeline_model_parallel_size {}",
-                            m.num_layers, j.pp(), per_stage, j.vpp()));
-  if (j.num_microbatches() % j.pp() != 0)
+  const bool uneven =
+      p.decoder_first_pipeline_num_layers != 0 || p.decoder_last_pipeline_num_layers != 0;
+  PRISM_RETURN_IF_ERROR(uneven ? validate_uneven_pipeline(j) : validate_even_pipeline(j));
+  if (j.vpp() > 1 && j.num_microbatches() % j.pp() != 0)
     return fail("training.global_batch_size",
                 fmt::format("{} gives {} micro-batches, not divisible by "
                             "parallelism.pipeline_model_parallel_size {} (the interleaved "
@@ -421,6 +495,30 @@ Status validate_dropout(const ModelSpec& m) {
   return Status::ok();
 }
 
+// Megatron's TransformerConfig rules for --recompute-method and
+// --recompute-num-layers: both belong to full recompute.
+Status validate_recompute(const TrainingSpec& t) {
+  const bool full = t.recompute == Recompute::kFull;
+  if (t.recompute_method != RecomputeMethod::kUnset && !full)
+    return fail("training.recompute_method",
+                fmt::format("{} needs training.recompute full (got {}; Megatron's rule: the "
+                            "method places whole-layer recompute)",
+                            to_string(t.recompute_method), to_string(t.recompute)));
+  if (t.recompute_num_layers < 0)
+    return fail("training.recompute_num_layers",
+                fmt::format("{} must be at least 1", t.recompute_num_layers));
+  if (t.recompute_num_layers > 0 && !full)
+    return fail("training.recompute_num_layers",
+                fmt::format("needs training.recompute full (got {}; Megatron's rule: selective "
+                            "recompute re-runs modules, not layers)",
+                            to_string(t.recompute)));
+  if (t.recompute_method == RecomputeMethod::kBlock && t.recompute_num_layers == 0)
+    return fail("training.recompute_num_layers",
+                "must be given with training.recompute_method block (the layers of each model "
+                "chunk that are recomputed)");
+  return Status::ok();
+}
+
 Status validate_training(const JobSpec& j) {
   const TrainingSpec& t = j.training;
   if (t.precision == Precision::kFp8 && j.cluster.arch != GpuArch::kHopper &&
@@ -448,7 +546,17 @@ Status validate_training(const JobSpec& j) {
   if (t.overlap_param_gather && !t.overlap_grad_reduce)
     return fail("training.overlap_param_gather",
                 "needs training.overlap_grad_reduce (Megatron's rule)");
-  return Status::ok();
+  // Megatron's validate_args: "Tensor parallel communication/GEMM overlap
+  // can happen only when sequence parallelism is enabled".
+  if (j.parallelism.tp_comm_overlap && j.tp() == 1)
+    return fail("parallelism.tp_comm_overlap",
+                "needs parallelism.tensor_model_parallel_size > 1 (got 1): it overlaps the "
+                "tensor-parallel collectives");
+  if (j.parallelism.tp_comm_overlap && !j.parallelism.sequence_parallel)
+    return fail("parallelism.tp_comm_overlap",
+                "needs parallelism.sequence_parallel (Megatron's rule: the overlap replaces "
+                "sequence parallelism's all-gathers and reduce-scatters)");
+  return validate_recompute(t);
 }
 
 // Keeps count_parameters() and the FLOP count far from int64 overflow.
@@ -477,6 +585,9 @@ std::string_view to_string(Precision p) {
 }
 std::string_view to_string(Recompute r) {
   return internal::enum_name(r, kRecomputeNames);
+}
+std::string_view to_string(RecomputeMethod m) {
+  return internal::enum_name(m, kRecomputeMethodNames);
 }
 std::string_view to_string(AttentionBackend a) {
   return internal::enum_name(a, kAttentionBackendNames);
@@ -515,8 +626,40 @@ Result<ModelSpec> model_preset(std::string_view name) {
                                        fmt::join(model_preset_names(), ", ")));
 }
 
+int JobSpec::layers_in_chunk(int stage, int chunk) const {
+  const ParallelSpec& p = parallelism;
+  const int first = p.decoder_first_pipeline_num_layers;
+  const int last = p.decoder_last_pipeline_num_layers;
+  if (first > 0 || last > 0) {
+    if (pp() > 1 && stage == 0 && first > 0) return first / vpp();
+    if (pp() > 1 && stage == pp() - 1 && last > 0) return last / vpp();
+    const int fixed = (first > 0 ? 1 : 0) + (last > 0 ? 1 : 0);
+    if (pp() == fixed) return 0;
+    return (model.num_layers - first - last) / (pp() - fixed) / vpp();
+  }
+  int layers = layers_in_split() / pp() / vpp();
+  if (p.account_for_embedding_in_pipeline_split && stage == 0 && chunk == 0) --layers;
+  if (p.account_for_loss_in_pipeline_split && stage == pp() - 1 && chunk == vpp() - 1) --layers;
+  return layers;
+}
+
+int JobSpec::layers_on_stage(int stage) const {
+  int layers = 0;
+  for (int chunk = 0; chunk < vpp(); ++chunk) layers += layers_in_chunk(stage, chunk);
+  return layers;
+}
+
 void apply_job_defaults(JobSpec* job) {
-  if (job->tp() == 1) job->parallelism.sequence_parallel = false;  // Megatron: ignored, warned
+  ParallelSpec& p = job->parallelism;
+  if (job->tp() == 1) p.sequence_parallel = false;  // Megatron: ignored, warned
+  // --num-layers-per-virtual-pipeline-stage gives the chunks per stage, as
+  // Megatron's validate_args derives them; a split it does not divide is
+  // left for validate_job to name.
+  const int per_chunk = p.num_layers_per_virtual_pipeline_stage;
+  if (per_chunk > 0 && p.virtual_pipeline_model_parallel_size == 1 && job->pp() > 0 &&
+      job->layers_in_split() % job->pp() == 0 &&
+      job->layers_in_split() / job->pp() % per_chunk == 0)
+    p.virtual_pipeline_model_parallel_size = job->layers_in_split() / job->pp() / per_chunk;
   const std::int64_t model_size = std::int64_t{job->tp()} * job->pp() * job->cp();
   if (job->training.global_batch_size == 0 && model_size > 0 && job->num_gpus > 0 &&
       job->num_gpus % model_size == 0 && job->training.micro_batch_size > 0) {
@@ -536,9 +679,21 @@ Status validate_program_job(const JobSpec& j) {
       {"cluster.num_gpus", j.num_gpus},
   };
   for (const auto& [field, v] : sizes) PRISM_RETURN_IF_ERROR(check_at_least(field, v, 1, kMaxGpus));
-  if (p.virtual_pipeline_model_parallel_size != 1)
-    return fail("parallelism.virtual_pipeline_model_parallel_size",
-                "describes a Megatron model's layers: a job without a model section cannot use it");
+  const std::pair<std::string_view, bool> layer_fields[] = {
+      {"parallelism.virtual_pipeline_model_parallel_size",
+       p.virtual_pipeline_model_parallel_size != 1},
+      {"parallelism.num_layers_per_virtual_pipeline_stage",
+       p.num_layers_per_virtual_pipeline_stage != 0},
+      {"parallelism.account_for_embedding_in_pipeline_split",
+       p.account_for_embedding_in_pipeline_split},
+      {"parallelism.account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split},
+      {"parallelism.tp_comm_overlap", p.tp_comm_overlap}};
+  for (const auto& [field, given] : layer_fields) {
+    if (given)
+      return fail(
+          field,
+          "describes a Megatron model's layers: a job without a model section cannot use it");
+  }
   PRISM_RETURN_IF_ERROR(validate_cluster_fit(j));
   return validate_grid(j);
 }

@@ -25,6 +25,12 @@ enum class Activation : std::uint8_t { kGelu, kSwiglu, kSquaredRelu };
 enum class Normalization : std::uint8_t { kLayerNorm, kRmsNorm };
 enum class Precision : std::uint8_t { kBf16, kFp8 };
 enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+// Megatron's --recompute-method, with full recompute: uniform checkpoints the
+// input of every group of recompute_num_layers consecutive layers of a model
+// chunk and re-runs the whole group in the backward; block re-runs the first
+// recompute_num_layers layers of each chunk and keeps the others'
+// activations. kUnset: not given (full recompute is then uniform, 1 layer).
+enum class RecomputeMethod : std::uint8_t { kUnset, kUniform, kBlock };
 // Megatron's --attention-backend. flash, fused (cuDNN) and auto run a fused
 // flash-style kernel; unfused and local run Megatron's own
 // DotProductAttention: two batched GEMMs around a materialized softmax, as
@@ -42,6 +48,7 @@ std::string_view to_string(Activation a);
 std::string_view to_string(Normalization n);
 std::string_view to_string(Precision p);
 std::string_view to_string(Recompute r);
+std::string_view to_string(RecomputeMethod m);
 std::string_view to_string(AttentionBackend a);
 std::string_view to_string(Fp8Recipe r);
 std::string_view to_string(CrossEntropyFusionImpl c);
@@ -93,7 +100,9 @@ struct TrainingSpec {
   int micro_batch_size = 1;
   int global_batch_size = 0;  // 0: micro_batch_size * dp (one micro-batch per rank)
   Precision precision = Precision::kBf16;
-  Recompute recompute = Recompute::kNone;
+  Recompute recompute = Recompute::kNone;  // Megatron's --recompute-granularity (none: not given)
+  RecomputeMethod recompute_method = RecomputeMethod::kUnset;
+  int recompute_num_layers = 0;  // 0: not given (uniform: 1)
   AttentionBackend attention_backend = AttentionBackend::kAuto;
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
@@ -127,6 +136,27 @@ struct ParallelSpec {
   // evenly. 0: an even split.
   int decoder_first_pipeline_num_layers = 0;
   int decoder_last_pipeline_num_layers = 0;
+  // Megatron's --num-layers-per-virtual-pipeline-stage: the interleaving
+  // given by layers per model chunk instead of chunks per stage;
+  // apply_job_defaults turns it into virtual_pipeline_model_parallel_size.
+  // 0: not given.
+  int num_layers_per_virtual_pipeline_stage = 0;
+  // Megatron-Core's --account-for-embedding-in-pipeline-split and
+  // --account-for-loss-in-pipeline-split: the embedding (the loss) counts as
+  // one layer of the even split, so the model's first (last) chunk holds one
+  // transformer layer fewer than the others. Not with the uneven split.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
+  // Megatron's --tp-comm-overlap: Transformer Engine's userbuffers overlap
+  // the TP all-gathers and reduce-scatters (sequence parallel) with the
+  // GEMMs beside them; the four switches are Megatron's
+  // --disable-tp-comm-overlap-ag/-rs and --disable-tp-comm-bulk-dgrad/-wgrad
+  // (TransformerConfig's tp_comm_overlap_ag, ...; on by default).
+  bool tp_comm_overlap = false;
+  bool tp_comm_overlap_ag = true;
+  bool tp_comm_overlap_rs = true;
+  bool tp_comm_bulk_dgrad = true;
+  bool tp_comm_bulk_wgrad = true;
 };
 
 struct JobSpec {
@@ -152,15 +182,18 @@ struct JobSpec {
   }
   int dp() const { return num_gpus / (tp() * pp() * cp()); }
   int expert_dp() const { return num_gpus / (etp() * ep() * pp()); }
+  // Transformer layers of model chunk `chunk` (0 to vpp - 1) of pipeline
+  // stage `stage`, as Megatron-Core's get_num_layers_to_build places them:
+  // the stage's share (even, uneven with decoder_first/last_pipeline_num_layers,
+  // or counting the embedding and loss as layers) split evenly over its chunks.
+  int layers_in_chunk(int stage, int chunk) const;
   // Transformer layers of pipeline stage `stage` (over all its model chunks).
-  int layers_on_stage(int stage) const {
-    const int first = parallelism.decoder_first_pipeline_num_layers;
-    const int last = parallelism.decoder_last_pipeline_num_layers;
-    if (pp() > 1 && stage == 0 && first > 0) return first;
-    if (pp() > 1 && stage == pp() - 1 && last > 0) return last;
-    const int fixed = (first > 0 ? 1 : 0) + (last > 0 ? 1 : 0);
-    if (pp() == fixed) return 0;
-    return (model.num_layers - first - last) / (pp() - fixed);
+  int layers_on_stage(int stage) const;
+  // The layers the even split divides over the stages: num_layers, plus one
+  // each for an embedding and a loss accounted for in the split.
+  int layers_in_split() const {
+    return model.num_layers + (parallelism.account_for_embedding_in_pipeline_split ? 1 : 0) +
+           (parallelism.account_for_loss_in_pipeline_split ? 1 : 0);
   }
   int num_microbatches() const {
     return training.global_batch_size / (training.micro_batch_size * dp());

@@ -25,6 +25,7 @@ constexpr std::array kActivations{Activation::kGelu, Activation::kSwiglu, Activa
 constexpr std::array kNormalizations{Normalization::kLayerNorm, Normalization::kRmsNorm};
 constexpr std::array kPrecisions{Precision::kBf16, Precision::kFp8};
 constexpr std::array kRecomputes{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+constexpr std::array kRecomputeMethods{RecomputeMethod::kUniform, RecomputeMethod::kBlock};
 constexpr std::array kAttentionBackends{AttentionBackend::kAuto, AttentionBackend::kFlash,
                                         AttentionBackend::kFused, AttentionBackend::kUnfused,
                                         AttentionBackend::kLocal};
@@ -39,6 +40,7 @@ constexpr auto enum_values() {
   if constexpr (std::is_same_v<E, Normalization>) return kNormalizations;
   if constexpr (std::is_same_v<E, Precision>) return kPrecisions;
   if constexpr (std::is_same_v<E, Recompute>) return kRecomputes;
+  if constexpr (std::is_same_v<E, RecomputeMethod>) return kRecomputeMethods;
   if constexpr (std::is_same_v<E, AttentionBackend>) return kAttentionBackends;
   if constexpr (std::is_same_v<E, Fp8Recipe>) return kFp8Recipes;
   if constexpr (std::is_same_v<E, CrossEntropyFusionImpl>) return kCrossEntropyFusionImpls;
@@ -130,6 +132,8 @@ const std::vector<Field>& fields() {
       field("training", "global_batch_size", &J::training, &T::global_batch_size),
       field("training", "precision", &J::training, &T::precision),
       field("training", "recompute", &J::training, &T::recompute),
+      field("training", "recompute_method", &J::training, &T::recompute_method),
+      field("training", "recompute_num_layers", &J::training, &T::recompute_num_layers),
       field("training", "attention_backend", &J::training, &T::attention_backend),
       field("training", "use_distributed_optimizer", &J::training, &T::use_distributed_optimizer),
       field("training", "overlap_grad_reduce", &J::training, &T::overlap_grad_reduce),
@@ -156,6 +160,17 @@ const std::vector<Field>& fields() {
             &P::decoder_first_pipeline_num_layers),
       field("parallelism", "decoder_last_pipeline_num_layers", &J::parallelism,
             &P::decoder_last_pipeline_num_layers),
+      field("parallelism", "num_layers_per_virtual_pipeline_stage", &J::parallelism,
+            &P::num_layers_per_virtual_pipeline_stage),
+      field("parallelism", "account_for_embedding_in_pipeline_split", &J::parallelism,
+            &P::account_for_embedding_in_pipeline_split),
+      field("parallelism", "account_for_loss_in_pipeline_split", &J::parallelism,
+            &P::account_for_loss_in_pipeline_split),
+      field("parallelism", "tp_comm_overlap", &J::parallelism, &P::tp_comm_overlap),
+      field("parallelism", "tp_comm_overlap_ag", &J::parallelism, &P::tp_comm_overlap_ag),
+      field("parallelism", "tp_comm_overlap_rs", &J::parallelism, &P::tp_comm_overlap_rs),
+      field("parallelism", "tp_comm_bulk_dgrad", &J::parallelism, &P::tp_comm_bulk_dgrad),
+      field("parallelism", "tp_comm_bulk_wgrad", &J::parallelism, &P::tp_comm_bulk_wgrad),
   };
   return kFields;
 }
@@ -167,10 +182,12 @@ constexpr std::array<std::string_view, 4> kModelRequired{"num_layers", "hidden_s
 
 // Megatron's command line spells a field with dashes (--grad-reduce-in-fp32);
 // a job may too: every key of model, training and parallelism is read with
-// its dashes as underscores.
+// its dashes as underscores, and recompute_granularity as recompute.
 std::string canonical_key(std::string_view key) {
   std::string k(key);
   std::replace(k.begin(), k.end(), '-', '_');
+  // Megatron's --recompute-granularity is PrismLLM's recompute.
+  if (k == "recompute_granularity") return "recompute";
   return k;
 }
 

@@ -20,7 +20,7 @@ namespace megatron {
 
 // A kernel's time is looked up (database or curve) once per distinct
 // signature of the job; later uses reuse it.
-void StageBuilder::kernel(const Kernel& k, std::string_view name) {
+SimTime StageBuilder::kernel_time(const Kernel& k) {
   std::string sig = signature(k);
   auto [it, first_use] = uses_.try_emplace(sig);
   KernelUse& use = it->second;
@@ -30,7 +30,11 @@ void StageBuilder::kernel(const Kernel& k, std::string_view name) {
     use.measured = km_.measured(k);
   }
   ++use.count;
-  b_.compute(kCompute, use.time, name);
+  return use.time;
+}
+
+void StageBuilder::kernel(const Kernel& k, std::string_view name) {
+  b_.compute(kCompute, kernel_time(k), name);
 }
 
 void StageBuilder::gemm_fwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name,
@@ -66,10 +70,34 @@ void StageBuilder::wait(std::uint16_t stream, std::string_view event) {
   b_.wait(stream, event, "event");
 }
 
-// The hidden state a layer of `chunk` hands on: the next layer's input, or
-// for the last layer what leaves the chunk.
-static std::string_view output_name(int layer, int layers, bool has_output_peer) {
-  if (layer + 1 < layers) return "act.norm1_input";
+void StageBuilder::ring_exchange(const Ring& ring, int steps,
+                                 const std::function<void(int)>& step) {
+  record(kCompute, ring.begin);
+  wait(ring.stream, ring.begin);
+  for (int i = 0; i < steps; ++i) {
+    const bool more = i + 1 < steps;
+    if (more) {
+      const std::uint32_t group = next_group_++;
+      p2p(OpKind::kSend, ring.stream, ring.next, ring.bytes, ring.tag, ring.send, group);
+      p2p(OpKind::kRecv, ring.stream, ring.prev, ring.bytes, ring.tag, ring.recv, group);
+      record(ring.stream, ring.arrived);
+    }
+    step(i);
+    if (more) wait(kCompute, ring.arrived);
+  }
+}
+
+// The hidden state a layer of `chunk` hands on: the next layer's input (kept
+// for its backward or, inside a recompute group, dropped after its forward),
+// or for the last layer what leaves the chunk.
+static bool keeps_input(const std::vector<ActivationTensor>& kept) {
+  return std::any_of(kept.begin(), kept.end(),
+                     [](const ActivationTensor& t) { return t.name == "norm1_input"; });
+}
+
+static std::string_view output_name(int layer, int layers, bool has_output_peer,
+                                    bool next_keeps_it) {
+  if (layer + 1 < layers) return next_keeps_it ? "act.norm1_input" : "norm1_input";
   return has_output_peer ? "pp_send_activation" : "act.final_norm_input";
 }
 
@@ -93,7 +121,8 @@ void StageBuilder::forward(int chunk, int mb) {
     embedding(false);
     saved_[{chunk, mb, kEmbeddingItem}] = std::move(layer_);
   }
-  for (int l = 0; l < layers_per_chunk_; ++l) {
+  const int layers = chunk_layers_[chunk];
+  for (int l = 0; l < layers; ++l) {
     if (mb == 0 && job_.training.use_distributed_optimizer && job_.training.overlap_param_gather &&
         slots_.dp_cp >= 0) {
       const int bucket = bucket_of_layer_[chunk][l];
@@ -102,17 +131,26 @@ void StageBuilder::forward(int chunk, int mb) {
         gathered_[bucket] = true;
       }
     }
+    // FP8: TE casts (and transposes) each linear's weight once per
+    // iteration, at the first micro-batch, and caches it; FP8 primary weights
+    // (fp8_param_gather) need only the transpose.
+    if (mb == 0 && x_.fp8)
+      mem("fp8_weight_cast", (job_.training.fp8_param_gather ? 2 : x_.fp8_cast_bytes) * lp_.linear);
     layer_.clear();
     layer_["norm1_input"] = hidden_;
     pass_ = Pass::kForward;
-    layer_forward(output_name(l, layers_per_chunk_, has_output_peer(chunk)));
+    keeping_ = &kept_by(chunk, l);
+    const bool next_keeps_input = l + 1 < layers && keeps_input(kept_by(chunk, l + 1));
+    layer_forward(output_name(l, layers, has_output_peer(chunk), next_keeps_input));
     saved_[{chunk, mb, l}] = std::move(layer_);
   }
+  keeping_ = &kept_;
   if (last_chunk_here(chunk)) {
     layer_.clear();
     output_layer(false);
     saved_[{chunk, mb, kOutputItem}] = std::move(layer_);
   }
+  amax_reduction(chunk, false);
   if (has_output_peer(chunk)) {
     record(kCompute, "forward_done");
     wait(kSendFwd, "forward_done");
@@ -141,22 +179,27 @@ void StageBuilder::backward(int chunk, int mb) {
     output_layer(true);
     done_item();
   }
-  const bool full = job_.training.recompute == Recompute::kFull;
-  for (int l = layers_per_chunk_ - 1; l >= 0; --l) {
-    layer_ = take_saved(chunk, mb, l);
-    if (full) {
-      pass_ = Pass::kRecompute;
-      layer_forward("recomputed.layer_output");
+  for (int l = chunk_layers_[chunk] - 1; l >= 0; --l) {
+    const LayerRecompute r = layer_recompute(job_.training, l, chunk_layers_[chunk]);
+    if (r.recomputed && l == r.last) recompute_group(chunk, mb, r.first, r.last);
+    if (r.recomputed) {
+      layer_ = std::move(regrown_.at(l));
+      regrown_.erase(l);
+    } else {
+      layer_ = take_saved(chunk, mb, l);
     }
+    keeping_ = &kept_by(chunk, l);
     layer_backward(l == 0 && has_input_peer(chunk) ? "pp_send_grad" : "grad.norm1_input");
     pass_ = Pass::kForward;
     done_item();
   }
+  keeping_ = &kept_;
   if (first_chunk_here(chunk)) {
     layer_ = take_saved(chunk, mb, kEmbeddingItem);
     embedding(true);
     done_item();
   }
+  amax_reduction(chunk, true);
   if (has_input_peer(chunk)) {
     record(kCompute, "backward_done");
     wait(kSendBwd, "backward_done");
@@ -164,6 +207,37 @@ void StageBuilder::backward(int chunk, int mb) {
     free(grad_.op, grad_.record_streams | stream_bit(kSendBwd));
   }
   grad_ = {};
+}
+
+// One fp32 amax per FP8 tensor of the chunk's linears (qkv, proj, fc1, fc2):
+// input and weight after the forward, the output gradient after the
+// backward, all-reduced over the amax reduction group (Megatron-Core's
+// get_amax_reduction_group: the stage's tp x cp x dp ranks).
+void StageBuilder::amax_reduction(int chunk, bool backward) {
+  if (!x_.fp8_amax_reduction || slots_.amax < 0) return;
+  const std::int64_t tensors = (backward ? 1 : 2) * 4 * std::int64_t{chunk_layers_[chunk]};
+  collective(CollectiveKind::kAllReduce, kCompute, slots_.amax, kFp32 * tensors, "fp8_amax_reduce",
+             DType::kFloat32);
+}
+
+// Megatron-Core's checkpointed forward, re-run under autograd: the group's
+// first layer starts from its kept input, each later one from the re-made
+// output before it, which becomes that layer's input (released by its
+// backward); the last layer's output is freed after the group's first
+// backward.
+void StageBuilder::recompute_group(int chunk, int mb, int first, int last) {
+  pass_ = Pass::kRecompute;
+  int input = -1;
+  for (int l = first; l <= last; ++l) {
+    layer_ = take_saved(chunk, mb, l);
+    if (l > first) layer_["norm1_input"] = {input, 0};
+    layer_forward("recomputed.layer_output");
+    if (l < last) {
+      input = recomputed_output_;
+      recomputed_output_ = -1;
+    }
+    regrown_[l] = std::move(layer_);
+  }
 }
 
 // Megatron's DDP buckets: parameters in backward order, a bucket closing once
@@ -174,8 +248,10 @@ void StageBuilder::plan_buckets() {
   const std::int64_t embedding_params = x_.vocab * x_.h;
   buckets_.assign(v_, {});
   closes_after_.assign(v_, {});
-  bucket_of_layer_.assign(v_, std::vector<int>(layers_per_chunk_, -1));
+  bucket_of_layer_.assign(v_, {});
   for (int c = 0; c < v_; ++c) {
+    const int layers = chunk_layers_[c];
+    bucket_of_layer_[c].assign(layers, -1);
     std::vector<std::int64_t> dense_items, expert_items, dense_linear;
     if (last_chunk_here(c)) {
       // Output layer (its own weight; with tied embeddings, a copy when the
@@ -187,7 +263,7 @@ void StageBuilder::plan_buckets() {
       expert_items.push_back(0);
       dense_linear.push_back(0);
     }
-    for (int l = 0; l < layers_per_chunk_; ++l) {
+    for (int l = 0; l < layers; ++l) {
       dense_items.push_back(lp_.dense);
       expert_items.push_back(lp_.expert);
       dense_linear.push_back(lp_.linear - lp_.expert);
@@ -207,8 +283,8 @@ void StageBuilder::plan_buckets() {
         open_linear += expert ? items[i] : dense_linear[i];
         const int layer = static_cast<int>(i) - (has_output ? 1 : 0);
         const int bucket_id = num_buckets_ + static_cast<int>(buckets_[c].size());
-        if (!expert && layer >= 0 && layer < layers_per_chunk_)
-          bucket_of_layer_[c][layers_per_chunk_ - 1 - layer] = bucket_id;
+        if (!expert && layer >= 0 && layer < layers)
+          bucket_of_layer_[c][layers - 1 - layer] = bucket_id;
         if (open > 0 && (open >= limit || i + 1 == items.size())) {
           buckets_[c].push_back({open, expert, open_linear});
           closes_after_[c][i].push_back(static_cast<int>(buckets_[c].size()) - 1);
@@ -318,7 +394,8 @@ void StageBuilder::finish_iteration() {
 Role StageBuilder::build(RoleFootprint* footprint) {
   // validate_job() leaves every chunk at least one layer, which the hidden
   // state's chain of allocations relies on.
-  PRISM_CHECK(layers_per_chunk_ > 0, "a model chunk without layers");
+  PRISM_CHECK(*std::min_element(chunk_layers_.begin(), chunk_layers_.end()) > 0,
+              "a model chunk without layers");
   plan_buckets();
   const TrainingSpec& tr = job_.training;
   std::int64_t params = 0, opt = 0;
@@ -334,7 +411,8 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   optimizer_params_ = opt;
   // Weights in bf16, but the TE linear layers' in FP8 with fp8_param_gather;
   // under fp8, TE's cached FP8 copies of those besides (linear_weight_bytes).
-  const std::int64_t linear_params = std::int64_t{layers_per_chunk_} * v_ * lp_.linear;
+  const int stage_layers = job_.layers_on_stage(stage_);
+  const std::int64_t linear_params = std::int64_t{stage_layers} * lp_.linear;
   const std::int64_t primary =
       params * kBf16 - (tr.fp8_param_gather ? (kBf16 - 1) * linear_params : 0);
   const std::int64_t fp8_cache = linear_weight_bytes(job_, linear_params) -
@@ -342,11 +420,19 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   const std::int64_t weights = primary + fp8_cache;
   footprint->parameters = params;
   footprint->optimizer_params = opt;
-  footprint->num_layers = layers_per_chunk_ * v_;
-  footprint->activation_bytes_per_layer = Bytes{activation_bytes(job_, x_, x_.moe)};
+  footprint->num_layers = stage_layers;
+  // Per layer on average: under full recompute's block method the stage's
+  // layers keep different amounts.
+  std::int64_t kept_bytes = 0;
+  for (int c = 0; c < v_; ++c) {
+    for (int l = 0; l < chunk_layers_[c]; ++l)
+      for (const ActivationTensor& t : kept_by(c, l)) kept_bytes += t.bytes;
+  }
+  footprint->activation_bytes_per_layer = Bytes{kept_bytes / stage_layers};
   footprint->model_state_bytes = Bytes{weights + params * x_.grad_bytes + opt * 3 * kFp32};
 
   alloc(primary, "weights");
+  if (x_.ub) alloc(userbuffer_bytes(x_), "tp_comm_userbuffers");
   if (fp8_cache > 0) alloc(fp8_cache, "fp8_weight_cache");
   alloc(params * x_.grad_bytes, "grad_buffer");
   alloc(opt * 3 * kFp32, "optimizer_state");
@@ -385,12 +471,18 @@ Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels) 
     return static_cast<int>(g.slots.size() - 1);
   };
   if (job.tp() > 1) s.tp = add(CommSlot::grid_group("tp", {0}));
+  if (megatron::make_dims(job).ub) {
+    s.tp_next = add(CommSlot::grid_peer("tp_next", 0, 1, true));
+    s.tp_prev = add(CommSlot::grid_peer("tp_prev", 0, -1, true));
+  }
   if (job.cp() > 1) {
     s.cp = add(CommSlot::grid_group("cp", {1}));
     s.cp_next = add(CommSlot::grid_peer("cp_next", 1, 1, true));
     s.cp_prev = add(CommSlot::grid_peer("cp_prev", 1, -1, true));
   }
   if (job.dp() * job.cp() > 1) s.dp_cp = add(CommSlot::grid_group("dp_cp", {1, 2}));
+  if (megatron::make_dims(job).fp8_amax_reduction && job.tp() * job.dp() * job.cp() > 1)
+    s.amax = add(CommSlot::grid_group("amax", {0, 1, 2}));
   if (job.pp() > 1) {
     const bool wrap = job.vpp() > 1;
     s.pp_next = add(CommSlot::grid_peer("pp_next", 3, 1, wrap));

@@ -74,24 +74,21 @@ int StageBuilder::attention_core(bool backward) {
   if (x_.c == 1) {
     kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true), name);
   } else {
-    const std::int64_t kv_bytes = (backward ? 2 : 1) * 2 * kBf16 * x_.b * x_.s * hkv * x_.d;
-    const std::int32_t tag = backward ? kTagCpBackward : kTagCpForward;
-    record(kCompute, "cp_begin");
-    wait(kCp, "cp_begin");
-    for (int i = 0; i < x_.c; ++i) {
-      if (i + 1 < x_.c) {
-        const std::uint32_t group = next_group_++;
-        p2p(OpKind::kSend, kCp, slots_.cp_next, kv_bytes, tag, "cp_send_kv", group);
-        p2p(OpKind::kRecv, kCp, slots_.cp_prev, kv_bytes, tag, "cp_recv_kv", group);
-        record(kCp, "cp_kv");
-      }
-      if (i == 0) {
-        kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true), name);
-      } else {
-        kernel(attention(backward, x_.b, hq, hkv, x_.s, x_.s / 2, x_.d, false), name);
-      }
-      if (i + 1 < x_.c) wait(kCompute, "cp_kv");
-    }
+    const Ring ring{.stream = kCp,
+                    .next = slots_.cp_next,
+                    .prev = slots_.cp_prev,
+                    .bytes = (backward ? 2 : 1) * 2 * kBf16 * x_.b * x_.s * hkv * x_.d,
+                    .tag = backward ? kTagCpBackward : kTagCpForward,
+                    .begin = "cp_begin",
+                    .send = "cp_send_kv",
+                    .recv = "cp_recv_kv",
+                    .arrived = "cp_kv"};
+    // The diagonal block is causal; the others are half blocks.
+    ring_exchange(ring, static_cast<int>(x_.c), [&](int i) {
+      kernel(i == 0 ? attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true)
+                    : attention(backward, x_.b, hq, hkv, x_.s, x_.s / 2, x_.d, false),
+             name);
+    });
   }
   if (backward) {
     release("attn_out");  // flash attention's backward reads its output
@@ -181,17 +178,29 @@ static std::string_view activation_name(Activation a) {
 int StageBuilder::mlp_forward(const MlpShape& m) {
   const std::string p(m.prefix);
   const std::int64_t rows = m.tokens * m.batch;
+  const bool ub = userbuffers(m);
+  // FP8 casts FC1's input before any gather (its sequence shard with SP).
+  fp8_cast(p + "fp8_cast_fc1_input", (m.tensor_parallel && x_.sp ? x_.Tsp : rows) * x_.h);
   int gathered = -1;
-  if (m.tensor_parallel) {
+  if (m.tensor_parallel && !(ub && x_.ub_ag)) {
     gathered = gathered_input(p + "fc1_input");
     tp_input_fwd();
   }
   save(p + "fc1_output");
-  gemm_fwd(m.tokens, m.f_out, x_.h, p + "fc1_fwd", m.batch);
+  if (ub && x_.ub_ag) {
+    ring_all_gather_gemm(m.tokens, m.f_out, x_.h, "fc1_fwd");
+  } else {
+    gemm_fwd(m.tokens, m.f_out, x_.h, p + "fc1_fwd", m.batch);
+  }
   free_transient(gathered);
   save(p + "act_output");
   mem(fmt::format("{}_fwd", activation_name(job_.model.activation)),
       kBf16 * rows * (m.f_out + m.f_in));
+  fp8_cast(p + "fp8_cast_fc2_input", rows * m.f_in);
+  if (ub && x_.ub_rs) {  // FC2's partial sums stay in the userbuffer
+    gemm_pipelined_reduce_scatter(m.tokens, x_.h, m.f_in, "fc2_fwd", kFc2FpropSms);
+    return -1;
+  }
   int out = alloc(kBf16 * rows * x_.h, p + "fc2_output");
   gemm_fwd(m.tokens, x_.h, m.f_in, p + "fc2_fwd", m.batch);
   if (m.tensor_parallel) {
@@ -210,11 +219,22 @@ int StageBuilder::mlp_forward(const MlpShape& m) {
 int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
   const std::string p(m.prefix);
   const std::int64_t rows = m.tokens * m.batch;
-  // The block output's gradient, all-gathered with SP.
-  if (grad_output < 0) grad_output = alloc(kBf16 * rows * x_.h, "grad." + p + "fc2_output");
-  if (m.tensor_parallel) tp_output_bwd();
+  const bool ub = userbuffers(m);
+  // The block output's gradient, all-gathered with SP (into the userbuffer,
+  // which keeps the gathered copy, with the ring-exchange overlap).
+  if (grad_output < 0) {
+    const std::int64_t grad_rows = ub && x_.ub_ag ? x_.Tsp : rows;
+    grad_output = alloc(kBf16 * grad_rows * x_.h, "grad." + p + "fc2_output");
+  }
   const int grad_act = alloc(kBf16 * rows * m.f_in, "grad." + p + "act_output");
-  gemm_bwd(m.tokens, x_.h, m.f_in, p + "fc2_dgrad", p + "fc2_wgrad", m.batch);
+  fp8_cast("fp8_cast_grad", (m.tensor_parallel && x_.sp ? x_.Tsp : rows) * x_.h);
+  if (ub && x_.ub_ag) {
+    ring_all_gather_gemm(m.tokens, m.f_in, x_.h, "fc2_dgrad");
+    kernel(gemm(m.f_in, x_.h, m.tokens, x_.gemm_dtype), "fc2_wgrad");
+  } else {
+    if (m.tensor_parallel) tp_output_bwd();
+    gemm_bwd(m.tokens, x_.h, m.f_in, p + "fc2_dgrad", p + "fc2_wgrad", m.batch);
+  }
   release(p + "act_output");
   free(grad_output);
   const int grad_fc1 = alloc(kBf16 * rows * m.f_out, "grad." + p + "fc1_output");
@@ -222,6 +242,20 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
       2 * kBf16 * rows * (m.f_out + m.f_in));
   release(p + "fc1_output");
   free(grad_act);
+  fp8_cast("fp8_cast_grad", rows * m.f_out);
+  if (ub) {
+    // The input re-gathered into, and its gradient reduce-scattered from,
+    // userbuffers when the bulk overlaps run.
+    const int gathered = x_.ub_bulk_dgrad ? -1 : gathered_input("fc1_input");
+    const int grad_input =
+        alloc(kBf16 * (x_.ub_bulk_wgrad ? x_.Tsp : rows) * x_.h, "grad.fc1_input");
+    column_parallel_backward(m.tokens, m.f_out, x_.h, "fc1_dgrad", "fc1_wgrad", kFc1DgradSms,
+                             kFc1WgradSms);
+    free(grad_fc1);
+    free_transient(gathered);
+    if (!m.input.empty()) release(m.input);
+    return grad_input;
+  }
   const int gathered = m.tensor_parallel ? gathered_input(p + "fc1_input") : -1;
   const int grad_input = alloc(kBf16 * rows * x_.h, "grad." + p + "fc1_input");
   gemm_bwd(m.tokens, m.f_out, x_.h, p + "fc1_dgrad", p + "fc1_wgrad", m.batch);
@@ -238,23 +272,38 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
 void StageBuilder::attention_forward() {
   save("qkv_input");
   mem("norm_fwd", kBf16 * 2 * x_.Tsp * x_.h);
-  const int gathered = gathered_input("qkv_input");
-  tp_input_fwd();
-  save("qkv");
-  gemm_fwd(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
-  free_transient(gathered);
+  fp8_cast("fp8_cast_qkv_input", x_.Tsp * x_.h);
+  if (x_.ub_ag) {
+    save("qkv");
+    ring_all_gather_gemm(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
+  } else {
+    const int gathered = gathered_input("qkv_input");
+    tp_input_fwd();
+    save("qkv");
+    gemm_fwd(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
+    free_transient(gathered);
+  }
+  rope(false);
   attention_core(false);
   if (x_.fp8) save("attn_out_fp8");  // the projection's own quantized input
-  int out = alloc(kBf16 * x_.T * x_.h, "proj_output");
-  gemm_fwd(x_.T, x_.h, x_.attn_out, "proj_fwd");
+  fp8_cast("fp8_cast_attn_out", x_.T * x_.attn_out);
+  int out = -1;
+  if (x_.ub_rs) {  // the partial sums stay in the userbuffer
+    gemm_pipelined_reduce_scatter(x_.T, x_.h, x_.attn_out, "proj_fwd", kProjFpropSms);
+  } else {
+    out = alloc(kBf16 * x_.T * x_.h, "proj_output");
+    gemm_fwd(x_.T, x_.h, x_.attn_out, "proj_fwd");
+  }
   if (unfused_context_ >= 0) {
     free(unfused_context_);
     unfused_context_ = -1;
   }
-  tp_output_fwd();
-  if (x_.sp) {
-    free(out);
-    out = -1;
+  if (!x_.ub_rs) {
+    tp_output_fwd();
+    if (x_.sp) {
+      free(out);
+      out = -1;
+    }
   }
   if (x_.hidden_dropout) save("attn_dropout_mask");
   save("norm2_input");
@@ -289,16 +338,38 @@ void StageBuilder::layer_forward(std::string_view output_name) {
 
 // Returns the alloc of the gradient of the QKV GEMM's input.
 int StageBuilder::attention_backward() {
-  const int grad_out = alloc(kBf16 * x_.T * x_.h, "grad.proj_output");
+  // The output's gradient, all-gathered with SP (into the userbuffer with
+  // the ring-exchange overlap, which keeps the gathered copy).
+  const int grad_out = alloc(kBf16 * (x_.ub_ag ? x_.Tsp : x_.T) * x_.h, "grad.proj_output");
   mem("residual_bwd", residual_bytes());
   if (x_.hidden_dropout) release("attn_dropout_mask");
-  tp_output_bwd();
   const int grad_attn = alloc(kBf16 * x_.T * x_.attn_out, "grad.attn_out");
-  gemm_bwd(x_.T, x_.h, x_.attn_out, "proj_dgrad", "proj_wgrad");
+  fp8_cast("fp8_cast_grad", x_.Tsp * x_.h);
+  if (x_.ub_ag) {
+    ring_all_gather_gemm(x_.T, x_.attn_out, x_.h, "proj_dgrad");
+    kernel(gemm(x_.attn_out, x_.h, x_.T, x_.gemm_dtype), "proj_wgrad");
+  } else {
+    tp_output_bwd();
+    gemm_bwd(x_.T, x_.h, x_.attn_out, "proj_dgrad", "proj_wgrad");
+  }
   if (x_.fp8) release("attn_out_fp8");
   free(grad_out);
   const int grad_qkv = attention_core(true);
   free(grad_attn);
+  rope(true);
+  fp8_cast("fp8_cast_grad", x_.T * x_.qkv_out);
+  if (x_.ub) {
+    // The input re-gathered into, and its gradient reduce-scattered from,
+    // userbuffers when the bulk overlaps run.
+    const int gathered = x_.ub_bulk_dgrad ? -1 : gathered_input("qkv_input");
+    const int grad_in = alloc(kBf16 * (x_.ub_bulk_wgrad ? x_.Tsp : x_.T) * x_.h, "grad.qkv_input");
+    column_parallel_backward(x_.T, x_.qkv_out, x_.h, "qkv_dgrad", "qkv_wgrad", kQkvDgradSms,
+                             kQkvWgradSms);
+    free(grad_qkv);
+    free_transient(gathered);
+    release("qkv_input");
+    return grad_in;
+  }
   const int gathered = gathered_input("qkv_input");
   const int grad_in = alloc(kBf16 * x_.T * x_.h, "grad.qkv_input");
   gemm_bwd(x_.T, x_.qkv_out, x_.h, "qkv_dgrad", "qkv_wgrad");

@@ -31,7 +31,14 @@ static const ActivationTensor* find(const std::vector<ActivationTensor>& list,
 }
 
 bool StageBuilder::is_kept(std::string_view tensor) const {
-  return find(kept_, tensor) != nullptr;
+  return find(*keeping_, tensor) != nullptr;
+}
+
+const std::vector<ActivationTensor>& StageBuilder::kept_by(int chunk, int layer) const {
+  const LayerRecompute r = layer_recompute(job_.training, layer, chunk_layers_[chunk]);
+  if (job_.training.recompute != Recompute::kFull) return kept_;
+  if (!r.recomputed) return all_tensors_;
+  return layer == r.first ? kept_ : nothing_;
 }
 
 // Kept tensors are "act.<tensor>"; full recompute's re-made ones
@@ -88,7 +95,7 @@ void StageBuilder::end_layer_forward() {
     free(it->second);
     it = layer_.erase(it);
   }
-  check_holds(kept_);
+  check_holds(*keeping_);
 }
 
 void StageBuilder::check_holds(const std::vector<ActivationTensor>& tensors) const {

@@ -17,6 +17,12 @@ Dims make_dims(const JobSpec& job) {
   x.T = x.s * x.b;
   x.sp = job.parallelism.sequence_parallel && x.t > 1;
   x.Tsp = x.sp ? x.T / x.t : x.T;
+  const ParallelSpec& par = job.parallelism;
+  x.ub = x.sp && par.tp_comm_overlap;
+  x.ub_ag = x.ub && par.tp_comm_overlap_ag;
+  x.ub_rs = x.ub && par.tp_comm_overlap_rs;
+  x.ub_bulk_dgrad = x.ub && par.tp_comm_bulk_dgrad;
+  x.ub_bulk_wgrad = x.ub && par.tp_comm_bulk_wgrad;
   x.h = m.hidden_size;
   x.hq = m.num_attention_heads;
   x.hkv = m.query_groups();
@@ -29,9 +35,12 @@ Dims make_dims(const JobSpec& job) {
   const std::int64_t multiple = 128 * x.t;
   x.vocab = (m.vocab_size + multiple - 1) / multiple * multiple / x.t;
   x.bias = m.activation == Activation::kGelu && m.normalization == Normalization::kLayerNorm;
+  x.rope = !x.bias;
   x.gemm_dtype = job.training.precision == Precision::kFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
   const TrainingSpec& tr = job.training;
   x.fp8 = tr.precision == Precision::kFp8;
+  if (x.fp8) x.fp8_cast_bytes = tr.fp8_recipe == Fp8Recipe::kTensorwise ? 6 : 4;
+  x.fp8_amax_reduction = x.fp8 && tr.fp8_recipe == Fp8Recipe::kDelayed;
   x.fp8_block_scales =
       x.fp8 && (tr.fp8_recipe == Fp8Recipe::kBlockwise || tr.fp8_recipe == Fp8Recipe::kMxfp8);
   x.hidden_dropout = m.hidden_dropout > 0.0;
@@ -169,6 +178,20 @@ std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims&
   }
   if (x.hidden_dropout) t.push_back({"mlp_dropout_mask", mask});
   return t;
+}
+
+std::int64_t userbuffer_bytes(const Dims& x) {
+  constexpr int kBuffers = 10;
+  return x.ub ? kBuffers * kBf16 * x.T * x.h : 0;
+}
+
+LayerRecompute layer_recompute(const TrainingSpec& t, int layer, int layers) {
+  if (t.recompute != Recompute::kFull) return {false, layer, layer};
+  const int n = std::max(t.recompute_num_layers, 1);
+  if (t.recompute_method == RecomputeMethod::kBlock)
+    return {layer < n, layer, layer};  // the first n layers of the chunk
+  const int first = layer / n * n;     // uniform: groups of n
+  return {true, first, std::min(first + n, layers) - 1};
 }
 
 std::int64_t activation_bytes(const JobSpec& job, const Dims& x, bool moe_layer) {

@@ -27,7 +27,17 @@ struct Dims {
   std::int64_t f_out;     // per rank: FC1's n (2x for gated)
   std::int64_t vocab;     // padded to a multiple of 128 t, per rank / t
   bool sp;                // sequence parallelism in effect (tp > 1)
-  bool bias;              // GPT-style linear biases and learned positions
+  // tp_comm_overlap (with SP): which of Transformer Engine's userbuffers
+  // overlaps run (workload/megatron_tp_overlap.cc).
+  bool ub = false, ub_ag = false, ub_rs = false, ub_bulk_dgrad = false, ub_bulk_wgrad = false;
+  bool bias;  // GPT-style linear biases and learned positions
+  bool rope;  // rotary position embeddings (every model but GPT-style)
+  // FP8: TE's cast(-transpose) kernels read bf16 and write the FP8 copy and
+  // its transpose (4 B per element); current scaling (tensorwise) first
+  // reads the tensor for its amax (6 B). Delayed scaling all-reduces the
+  // amax history once per model chunk's forward and backward.
+  std::int64_t fp8_cast_bytes = 0;  // per element; 0 without FP8
+  bool fp8_amax_reduction = false;
   DType gemm_dtype;
   // Memory as Megatron-Core and Transformer Engine allocate it.
   bool fp8;                 // TE layers run (and save their inputs) in FP8
@@ -70,12 +80,27 @@ std::int64_t saved_gemm_input(const Dims& x, std::int64_t elements);
 // weight itself plus its column-wise copy.
 std::int64_t linear_weight_bytes(const JobSpec& job, std::int64_t params);
 LayerParams layer_params(const JobSpec& job, const Dims& x);
+// tp_comm_overlap's userbuffers, registered once per process by Transformer
+// Engine's initialize_ub: one per overlapped GEMM input or output (qkv,
+// proj, fc1, fc2: fprop and dgrad; qkv and fc1 wgrad), each the layer's
+// (seq x micro-batch / cp) x hidden in bf16. 0 without the overlap.
+std::int64_t userbuffer_bytes(const Dims& x);
 // The tensors one layer keeps from forward to backward per micro-batch, in the
 // order the forward creates them (see layer_activation_tensors() in
 // workload/megatron.h). The builder allocates exactly these, by name.
 std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims& x, bool moe_layer);
 // Their sum.
 std::int64_t activation_bytes(const JobSpec& job, const Dims& x, bool moe_layer);
+// How full recompute treats layer `layer` (0-based) of a model chunk of
+// `layers` layers, as Megatron-Core's TransformerBlock._checkpointed_forward
+// does: recomputed layers form groups [first, last] whose first layer keeps
+// its input and whose forward is re-run as a whole before the group's
+// backward; a layer that is not recomputed keeps all its activations.
+struct LayerRecompute {
+  bool recomputed = false;
+  int first = 0, last = 0;  // the layer's group (itself when not recomputed)
+};
+LayerRecompute layer_recompute(const TrainingSpec& t, int layer, int layers);
 // Stage `rank`'s (forward?, chunk, micro-batch) steps in execution order.
 std::vector<Step> pipeline_schedule(int p, int v, int m, int rank);
 // Megatron-Core's expert groups: `which` is 0 (etp), 1 (ep) or 2 (edp).

@@ -44,11 +44,17 @@ enum Stream : std::uint16_t {
 inline const std::vector<std::string> kStreamNames = {
     "compute", "dp", "pp_send_fwd", "pp_send_bwd", "pp_recv_fwd", "pp_recv_bwd", "cp"};
 
-// The streams of a stage: "cp" only with context parallelism.
+// The streams of a stage: "cp" only with context parallelism, then "tp"
+// (userbuffers' communication) only with tp_comm_overlap.
 inline std::vector<std::string> stage_streams(const Dims& x) {
   std::vector<std::string> s = kStreamNames;
   if (x.c == 1) s.pop_back();
+  if (x.ub) s.push_back("tp");
   return s;
+}
+// The "tp" stream's index in stage_streams().
+inline std::uint16_t tp_stream(const Dims& x) {
+  return x.c == 1 ? kCp : kCp + 1;
 }
 
 // A free's record-stream mask (Op::arg) for one stream.
@@ -60,10 +66,25 @@ constexpr std::int32_t kTagActivation = 0;
 constexpr std::int32_t kTagGrad = 1;
 constexpr std::int32_t kTagCpForward = 2;
 constexpr std::int32_t kTagCpBackward = 3;
+constexpr std::int32_t kTagTpRing = 4;
+
+// Userbuffers' settings as Megatron-Bridge configures them for H100
+// (training/comm_overlap.py, userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192
+// and the other H100 configs): SMs each communication kernel holds, and the
+// pipelined reduce-scatter's splits.
+constexpr int kProjFpropSms = 24;
+constexpr int kFc2FpropSms = 16;
+constexpr int kQkvDgradSms = 4;
+constexpr int kQkvWgradSms = 24;
+constexpr int kFc1DgradSms = 2;
+constexpr int kFc1WgradSms = 4;
+constexpr int kPipelineSplits = 4;
 
 struct SlotIds {
   int tp = -1, cp = -1, dp_cp = -1, pp_next = -1, pp_prev = -1, cp_next = -1, cp_prev = -1;
   int ep = -1, etp = -1, edp = -1, embd = -1;
+  int amax = -1;                   // FP8 delayed scaling: the stage's tp x cp x dp ranks
+  int tp_next = -1, tp_prev = -1;  // the TP ring, with tp_comm_overlap
 };
 
 // A gradient bucket: consecutive layers (in backward order) of one chunk.
@@ -106,7 +127,7 @@ class StageBuilder {
         v_(job.vpp()),
         uses_(*uses),
         b_("stage" + std::to_string(stage), stage_streams(x_)) {
-    layers_per_chunk_ = job.layers_on_stage(stage) / v_;
+    for (int c = 0; c < v_; ++c) chunk_layers_.push_back(job.layers_in_chunk(stage, c));
     lp_ = layer_params(job, x_);
     JobSpec no_recompute = job;
     no_recompute.training.recompute = Recompute::kNone;
@@ -123,11 +144,48 @@ class StageBuilder {
   bool has_output_peer(int chunk) const { return stage_ < p_ - 1 || chunk < v_ - 1; }
 
   void kernel(const Kernel& k, std::string_view name);
+  // The kernel's time, looked up once per signature, counted as one use.
+  SimTime kernel_time(const Kernel& k);
   void gemm_fwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name,
                 std::int64_t batch = 1);
   void gemm_bwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view dgrad,
                 std::string_view wgrad, std::int64_t batch = 1);
   void mem(std::string_view name, std::int64_t bytes) { kernel(memory_bound(name, bytes), name); }
+  // FP8: Transformer Engine's cast of a GEMM operand of `elements`.
+  void fp8_cast(std::string_view name, std::int64_t elements) {
+    if (x_.fp8_cast_bytes > 0) mem(name, x_.fp8_cast_bytes * elements);
+  }
+  // Megatron-Core's fused RoPE (apply_rope_fusion) on the query and key
+  // heads: reads and writes them.
+  void rope(bool backward) {
+    if (x_.rope)
+      mem(backward ? "rope_bwd" : "rope_fwd", 2 * kBf16 * x_.T * (x_.hq + x_.hkv) / x_.t * x_.d);
+  }
+  // FP8 delayed scaling: the amax history of the chunk's FP8 tensors
+  // all-reduced (TE's reduce_and_update_fp8_tensors).
+  void amax_reduction(int chunk, bool backward);
+  // A kernel beside a communication kernel that holds `comm_sms` of the
+  // GPU's SMs: it runs on the others, proportionally longer.
+  void kernel_beside(const Kernel& k, std::string_view name, int comm_sms);
+
+  // Transformer Engine's userbuffers overlaps (megatron_tp_overlap.cc), each
+  // in place of a TP collective and the GEMM Y[m,n] = X[m,k] W[k,n] beside it.
+  // All-gather of X (sequence shards) by ring exchange, one chunk of m / t
+  // rows multiplied while the next arrives.
+  void ring_all_gather_gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name);
+  // The GEMM in kPipelineSplits row chunks, each reduce-scattered while the
+  // next is computed.
+  void gemm_pipelined_reduce_scatter(std::int64_t m, std::int64_t n, std::int64_t k,
+                                     std::string_view name, int comm_sms);
+  // A whole collective of `bytes` on the tp stream beside one GEMM.
+  void bulk_overlap(CollectiveKind kind, std::int64_t bytes, const Kernel& gemm,
+                    std::string_view name, int comm_sms);
+  // A column-parallel layer's backward under tp_comm_overlap: dgrad beside
+  // the input's all-gather, wgrad beside the input gradient's
+  // reduce-scatter (sequential where the bulk overlap is off).
+  void column_parallel_backward(std::int64_t m, std::int64_t n, std::int64_t k,
+                                std::string_view dgrad, std::string_view wgrad, int dgrad_sms,
+                                int wgrad_sms);
   // Bias-dropout-add: reads two hidden states, writes one, and the mask when
   // there is dropout.
   DType grad_dtype() const { return x_.grad_bytes == kFp32 ? DType::kFloat32 : DType::kBFloat16; }
@@ -140,6 +198,19 @@ class StageBuilder {
            std::string_view name, std::uint32_t group = 0);
   void record(std::uint16_t stream, std::string_view event);
   void wait(std::uint16_t stream, std::string_view event);
+  // A ring exchange beside computation (CP's K/V ring, userbuffers' TP
+  // all-gather): `steps` steps; before each but the last, a paired send to
+  // `next` and receive from `prev` of `bytes` on `stream`, recorded as
+  // `arrived`; meanwhile step(i) computes on the compute stream, which then
+  // waits for the arrival.
+  struct Ring {
+    std::uint16_t stream;
+    int next, prev;
+    std::int64_t bytes;
+    std::int32_t tag;
+    std::string_view begin, send, recv, arrived;  // op and event names
+  };
+  void ring_exchange(const Ring& ring, int steps, const std::function<void(int)>& step);
 
   // Memory (megatron_memory.cc).
   int alloc(std::int64_t bytes, std::string_view name);
@@ -150,6 +221,10 @@ class StageBuilder {
     if (alloc_op >= 0) free(alloc_op);
   }
   bool is_kept(std::string_view tensor) const;
+  // What layer `layer` of `chunk` keeps for its backward: the job's list, or
+  // under full recompute its input (the first layer of a recompute group),
+  // nothing (the group's others) or everything (block's other layers).
+  const std::vector<ActivationTensor>& kept_by(int chunk, int layer) const;
   std::string tensor_name(std::string_view tensor) const;
   // Allocates `tensor` of activation_tensors() for the current layer, named
   // by the pass (kept "act.", recomputed "recomputed.", else a transient).
@@ -210,6 +285,11 @@ class StageBuilder {
             .tensor_parallel = true,
             .input = ""};
   }
+  // Whether an MLP's linears run userbuffers' overlaps: Transformer Engine
+  // registers them for the dense MLP's fc1 and fc2 only.
+  bool userbuffers(const MlpShape& m) const {
+    return x_.ub && m.tensor_parallel && m.prefix.empty();
+  }
   int mlp_forward(const MlpShape& m);
   int mlp_backward(const MlpShape& m, int grad_output);
   std::vector<int> moe_forward();
@@ -219,6 +299,9 @@ class StageBuilder {
 
   void forward(int chunk, int mb);
   void backward(int chunk, int mb);
+  // Full recompute: re-runs the forward of layers first..last of `chunk`
+  // (their group), leaving each one's tensors in regrown_.
+  void recompute_group(int chunk, int mb, int first, int last);
   void plan_buckets();
   void bucket_ready(int chunk, int item);
   int bucket_slot(const Bucket& bucket) const;
@@ -231,7 +314,7 @@ class StageBuilder {
   SlotIds slots_;
   Dims x_;
   int stage_, p_, v_;
-  int layers_per_chunk_ = 0;
+  std::vector<int> chunk_layers_;  // transformer layers of each model chunk
   LayerParams lp_;
   std::map<std::string, KernelUse>& uses_;
   RoleBuilder b_;
@@ -246,6 +329,9 @@ class StageBuilder {
   static constexpr int kOutputItem = -2;
   enum class Pass { kForward, kRecompute };
   std::vector<ActivationTensor> kept_, all_tensors_;
+  const std::vector<ActivationTensor> nothing_;
+  const std::vector<ActivationTensor>* keeping_ = &kept_;  // the current layer's kept_by()
+  std::map<int, HeldTensors> regrown_;  // full recompute: the re-run group's layers
   std::map<std::tuple<int, int, int>, HeldTensors> saved_;
   HeldTensors layer_;
   Pass pass_ = Pass::kForward;

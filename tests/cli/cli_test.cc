@@ -247,6 +247,23 @@ std::vector<Case> cases() {
        {"replay", kGpt, "--report", "{tmp}/report.json", "--trace",
         "/nonexistent-prism-dir/trace.json"}},
       {"error_trace_is_a_folder", {"replay", kGpt, "--trace", "{tmp}"}},
+      // --html is checked with the other outputs before the work: none of
+      // them is written when one cannot be.
+      {"error_html_unwritable_with_report",
+       {"replay", kGpt, "--report", "{tmp}/report.json", "--html",
+        "/nonexistent-prism-dir/report.html"}},
+      {"error_html_is_a_folder", {"replay", kGpt, "--html", "{tmp}"}},
+      {"error_html_and_report_same_file",
+       {"replay", kGpt, "--report", "{tmp}/out", "--html", "{tmp}/./out"}},
+      {"error_simulate_html_unwritable_with_trace",
+       {"simulate", kJob, "--no-kernel-db", "--trace", "{tmp}/t.json", "--html",
+        "/nonexistent-prism-dir/s.html"}},
+      {"error_search_html_unwritable_with_csv",
+       {"search", kJob, "--no-kernel-db", "--tp", "2", "--pp", "2", "--csv", "{tmp}/all.csv",
+        "--html", "/nonexistent-prism-dir/s.html"}},
+      {"error_emulate_html_unwritable",
+       {"emulate", kJob, "--real-ranks", "0", "--report", "{tmp}/r.json", "--html",
+        "/nonexistent-prism-dir/e.html", "--", "true"}},
       {"error_report_and_trace_same_file",
        {"replay", kGpt, "--report", "{tmp}/out.json", "--trace", "{tmp}/./out.json"}},
       {"error_replay_directory", {"replay", "tests/cli/data"}},
@@ -312,6 +329,52 @@ std::vector<Case> cases() {
        {"report.json"}},
       {"error_straggler_outside_world", {"replay", kGpt, "--straggler", "0,9:2"}},
       {"error_jitter_out_of_range", {"simulate", kJob, "--no-kernel-db", "--jitter", "100"}},
+      // A degraded link, a node failure (with its trace: the failure and the
+      // blocked ops), and one refusal per bad input, each naming its option.
+      {"replay_gpt_link_degrade",
+       {"replay", kGpt, "--link-degrade", "node:1:4", "--report", "{tmp}/report.json"},
+       {"report.json"}},
+      {"simulate_small_link_degrade",
+       {"simulate", kJob, "--no-kernel-db", "--link-degrade", "rail:2:4", "--link-degrade",
+        "nvlink:0:2"}},
+      {"replay_gpt_fail_node",
+       {"replay", kGpt, "--fail-node", "1@3ms", "--nccl-timeout", "30s", "--report",
+        "{tmp}/report.json", "--trace", "{tmp}/trace.json", "--trace-ranks", "0,4"},
+       {"report.json", "trace.json"}},
+      {"simulate_small_fail_node",
+       {"simulate", kJob, "--no-kernel-db", "--fail-node", "0@500us", "--report",
+        "{tmp}/report.json"},
+       {"report.json"}},
+      {"error_link_degrade_unknown_part", {"replay", kGpt, "--link-degrade", "spine:0:2"}},
+      {"error_link_degrade_no_such_node", {"replay", kGpt, "--link-degrade", "node:2:2"}},
+      {"error_link_degrade_factor_below_one",
+       {"simulate", kJob, "--no-kernel-db", "--link-degrade", "rail:0:0.5"}},
+      {"error_fail_node_after_iteration", {"replay", kGpt, "--fail-node", "1@1s"}},
+      {"error_fail_node_no_such_node",
+       {"simulate", kJob, "--no-kernel-db", "--fail-node", "5@1ms"}},
+      {"error_fail_node_malformed", {"replay", kGpt, "--fail-node", "1"}},
+      {"error_nccl_timeout_without_fail_node", {"replay", kGpt, "--nccl-timeout", "30s"}},
+      {"error_nccl_timeout_zero", {"replay", kGpt, "--fail-node", "1@3ms", "--nccl-timeout", "0"}},
+      // prism emulate's what-if options: parsed as replay's, refused before
+      // any rank starts (a straggler on a real rank, a node failure).
+      {"error_emulate_straggler_real_rank",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0,15", "--straggler", "1,15:2", "--",
+        "/bin/true"}},
+      {"error_emulate_straggler_outside_world",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--straggler", "16:2", "--",
+        "/bin/true"}},
+      {"error_emulate_jitter_malformed",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--jitter", "5:x", "--",
+        "/bin/true"}},
+      {"error_emulate_link_degrade_no_such_node",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--link-degrade", "node:2:2", "--",
+        "/bin/true"}},
+      {"error_emulate_fail_node",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--fail-node", "1@1ms", "--",
+        "/bin/true"}},
+      {"error_emulate_nccl_timeout_without_fail_node",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--nccl-timeout", "30s", "--",
+        "/bin/true"}},
       // Search: the default space of the small job (exact ranking), a
       // narrower one with out-of-memory configurations and every output.
       {"search_help", {"search", "--help"}},
@@ -373,6 +436,10 @@ std::vector<Case> cases() {
       // The shipped MoE example fits out of the box (issue 25).
       {"simulate_mixtral_example",
        {"simulate", "examples/jobs/mixtral-8x7b-h100-256.yaml", "--no-kernel-db"}},
+      // Megatron-Bridge's 405B layout (issue 24): the embedding and the loss
+      // counted in the pipeline split, interleaved.
+      {"simulate_llama405b_example",
+       {"simulate", "examples/jobs/llama3.1-405b-h100-1024.yaml", "--no-kernel-db"}},
       {"error_simulate_alloc_conf", {"simulate", kJob, "--alloc-conf", "max_split_size_mb:16"}},
       {"error_simulate_alloc_conf_backend",
        {"simulate", kJob, "--alloc-conf", "backend:cudaMallocAsync"}},
@@ -525,6 +592,34 @@ TEST_F(CliDeterminismTest, RepeatedAndFoldedRunsAgree) {
   EXPECT_NE(reports[0], reports[2]);  // they do differ in how they ran
   EXPECT_EQ(without_run_fields(reports[0]), without_run_fields(reports[2]));
   EXPECT_EQ(traces[0], traces[2]);
+}
+
+// --html: the same page twice, and the trace beside it as it is without
+// --html (the ranks traced for the page stay out of it).
+TEST_F(CliDeterminismTest, HtmlRepeatsAndLeavesTheTraceAlone) {
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"replay", kGpt}, {"simulate", kJob, "--no-kernel-db"}}) {
+    std::vector<std::string> plain = command;
+    for (const char* a : {"--trace", "{tmp}/t_plain", "--trace-ranks", "1"}) plain.emplace_back(a);
+    ASSERT_EQ(run_prism(plain, tmp_).exit_status, 0);
+    std::vector<std::string> pages;
+    for (const char* tag : {"a", "b"}) {
+      std::vector<std::string> args = command;
+      for (const std::string& a :
+           {std::string("--trace"), "{tmp}/t_" + std::string(tag), std::string("--trace-ranks"),
+            std::string("1"), std::string("--html"), "{tmp}/h_" + std::string(tag)})
+        args.push_back(a);
+      ASSERT_EQ(run_prism(args, tmp_).exit_status, 0);
+      pages.push_back(slurp(fs::path(tmp_) / ("h_" + std::string(tag))));
+      EXPECT_EQ(slurp(fs::path(tmp_) / ("t_" + std::string(tag))),
+                slurp(fs::path(tmp_) / "t_plain"))
+          << command[0];
+    }
+    EXPECT_EQ(pages[0], pages[1]) << command[0];
+    for (const char* section : {"timeline", "breakdown", "memory", "collectives"})
+      EXPECT_NE(pages[0].find(std::string("<section id=\"") + section + "\">"), std::string::npos)
+          << command[0] << " " << section;
+  }
 }
 
 // Issue 25: at the default --trace-level a trace of 4 ranks of the 70B job

@@ -178,6 +178,71 @@ TEST_F(EmulateTest, RejectsBadArguments) {
       r.err, HasSubstr("no PROGRAM to run for the real ranks (after --), and no --external-ranks"));
 }
 
+// What-if options (docs/emulate.md, "What-if"): the virtual ranks and the
+// network are perturbed, real rank 0 runs as it does. Rank 1 is its tensor-
+// parallel partner, node 1 holds the second pipeline stage (ranks 8-15).
+class EmulateWhatIfTest : public EmulateTest {
+ protected:
+  // The report of an emulation with real rank 0 and `what_if`.
+  nlohmann::json run(std::vector<std::string> what_if) {
+    what_if.insert(what_if.end(), {"--report", "{tmp}/r.json"});
+    const RunResult r = emulate("0", {kPlayer}, what_if);
+    EXPECT_EQ(r.exit_status, 0) << r.out << r.err;
+    out_ = r.out;
+    return nlohmann::json::parse(slurp(fs::path(tmp_) / "r.json"));
+  }
+  void expect_slower(const nlohmann::json& base, const nlohmann::json& perturbed,
+                     const std::string& options, double at_least) {
+    const double t0 = base["iteration_time_s"], t = perturbed["iteration_time_s"];
+    const double p0 = base["predicted_iteration_time_s"];
+    EXPECT_GT(t, t0 * at_least) << options;
+    const nlohmann::json& w = perturbed["what_if"];
+    EXPECT_EQ(w["options"], options);
+    // The unperturbed replay without real ranks is the plain run's prediction.
+    EXPECT_EQ(w["unperturbed_iteration_time_s"].get<double>(), p0);
+    EXPECT_EQ(w["predicted_iteration_time_s"], perturbed["predicted_iteration_time_s"]);
+    EXPECT_GT(w["delta_pct"].get<double>(), (at_least - 1) * 100);
+    EXPECT_NEAR(w["emulated_delta_pct"].get<double>(), (t / p0 - 1) * 100, 1e-9);
+    EXPECT_THAT(out_, HasSubstr("what-if:            " + options +
+                                ": the replay without real ranks predicts "));
+    EXPECT_FALSE(base.contains("what_if"));
+  }
+  std::string out_;
+};
+
+TEST_F(EmulateWhatIfTest, AStragglerOnAVirtualRankSlowsTheIteration) {
+  const nlohmann::json base = run({});
+  // Rank 1 computes twice as long: rank 0 waits for it in every tensor-
+  // parallel collective (+8% predicted); rank 9 in stage 1, +47%.
+  expect_slower(base, run({"--straggler", "1:2"}), "--straggler 1:2", 1.04);
+  expect_slower(base, run({"--straggler", "9:2"}), "--straggler 9:2", 1.3);
+  const nlohmann::json jitter = run({"--jitter", "20:3"});
+  expect_slower(base, jitter, "--jitter 20:3", 1.03);
+  EXPECT_FALSE(jitter["folded"]);  // every virtual rank differs
+}
+
+TEST_F(EmulateWhatIfTest, ADegradedLinkSlowsTheIteration) {
+  const nlohmann::json base = run({});
+  // The pipeline's sends cross node 1's NICs.
+  expect_slower(base, run({"--link-degrade", "node:1:4"}), "--link-degrade node:1:4", 1.3);
+  // Rank 0's own NVLink domain at half bandwidth: never faster (+2% predicted).
+  const nlohmann::json nvlink = run({"--link-degrade", "nvlink:0:2"});
+  EXPECT_GT(nvlink["what_if"]["delta_pct"].get<double>(), 0);
+  EXPECT_GT(nvlink["iteration_time_s"].get<double>(),
+            base["iteration_time_s"].get<double>() * 0.99);
+}
+
+TEST_F(EmulateWhatIfTest, AStragglerOnARealRankIsRefused) {
+  const RunResult r =
+      emulate("0,15", {kPlayer}, {"--straggler", "1,15:2", "--report", "{tmp}/r.json"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err,
+            "error: --straggler 1,15:2: rank 15 is a real rank (--real-ranks 0,15): its compute "
+            "is its own program's, measured as it runs; a straggler slows virtual ranks only\n");
+  EXPECT_THAT(r.out, Not(HasSubstr("[rank")));  // no rank started
+  EXPECT_FALSE(fs::exists(fs::path(tmp_) / "r.json"));
+}
+
 TEST_F(EmulateTest, AGivenGraphIsEmulatedInsteadOfTheModels) {
   RunResult r = run_prism({"build", kJob, "-o", "{tmp}/g.json"}, tmp_);
   ASSERT_EQ(r.exit_status, 0) << r.err;

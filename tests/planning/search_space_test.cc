@@ -237,5 +237,23 @@ TEST(SearchSpaceTest, ApplyConfigKeepsTheGlobalBatchAndTurnsSpOffAtTp1) {
   EXPECT_EQ(j.num_microbatches(), 1);
 }
 
+// A job's recompute method and layers go with its own full recompute: a
+// searched recompute starts from Megatron's uniform, one layer; the job's own
+// keeps them.
+TEST(SearchSpaceTest, ApplyConfigKeepsTheRecomputeMethodOnlyWithItsRecompute) {
+  JobSpec job = small_job();
+  job.training.recompute = Recompute::kFull;
+  job.training.recompute_method = RecomputeMethod::kBlock;
+  job.training.recompute_num_layers = 1;
+  ASSERT_TRUE(validate_job(job).is_ok()) << validate_job(job).message();
+  SearchConfig c = config_of(job);
+  EXPECT_EQ(apply_config(job, c).training.recompute_method, RecomputeMethod::kBlock);
+  c.recompute = Recompute::kSelective;
+  const JobSpec j = apply_config(job, c);
+  EXPECT_EQ(j.training.recompute_method, RecomputeMethod::kUnset);
+  EXPECT_EQ(j.training.recompute_num_layers, 0);
+  EXPECT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+}
+
 }  // namespace
 }  // namespace prism

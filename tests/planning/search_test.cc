@@ -91,6 +91,7 @@ TEST(SearchTest, TheThreadCountChangesNothing) {
   EXPECT_EQ(format_search_csv(one.value()), format_search_csv(three.value()));
   EXPECT_EQ(format_search_json(p, one.value()), format_search_json(p, three.value()));
   EXPECT_EQ(format_search_text(p, one.value(), 5), format_search_text(p, three.value(), 5));
+  EXPECT_EQ(format_search_html(p, one.value(), 5), format_search_html(p, three.value(), 5));
 }
 
 TEST(SearchTest, AConfigurationThatDoesNotFitReportsWhatItNeeds) {
@@ -117,6 +118,20 @@ TEST(SearchTest, AConfigurationThatDoesNotFitReportsWhatItNeeds) {
   EXPECT_THAT(json, HasSubstr("\"outcome\": \"out_of_memory\""));
   EXPECT_THAT(json, HasSubstr("\"required_bytes\""));
   EXPECT_THAT(format_search_csv(s), HasSubstr(",oom,"));
+  // The page: every configuration a point, out-of-memory ones as crosses,
+  // the front marked.
+  const std::string html = format_search_html(p, s, 5);
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = html.find(what); at != std::string::npos; at = html.find(what, at + 1))
+      ++n;
+    return static_cast<std::int64_t>(n);
+  };
+  const std::int64_t front = count("<circle class=\"front-point\"");
+  EXPECT_GT(front, 0);
+  EXPECT_EQ(count("<circle class=\"point\"") + front, s.fits);
+  EXPECT_EQ(count("<path class=\"oom\""), s.oom);
+  EXPECT_EQ(count("Pareto front #"), front);
 }
 
 TEST(SearchTest, NothingFittingIsAResultNotAnError) {

@@ -49,7 +49,7 @@ std::vector<Json> events_with(const Json& trace, const std::string& ph) {
 }
 
 TraceOptions at(TraceLevel level, std::vector<Rank> real = {}) {
-  return TraceOptions{level, std::move(real)};
+  return TraceOptions{level, std::move(real), {}};
 }
 
 std::string ops_trace(const ReplayResult& r, const std::vector<MeasuredSlice>& measured = {},

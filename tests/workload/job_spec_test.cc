@@ -4,6 +4,8 @@
 #include <cctype>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -58,6 +60,77 @@ TEST(JobSpec, UnevenPipelineLayers) {
   j.parallelism.decoder_last_pipeline_num_layers = 0;  // 27 over 3 stages
   ASSERT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
   EXPECT_EQ(j.layers_on_stage(3), 9);
+}
+
+// Megatron-Core's get_num_layers_to_build with interleaving: the uneven
+// stages' layers split over their chunks.
+TEST(JobSpec, UnevenPipelineWithInterleaving) {
+  JobSpec j = base_job();  // 32 layers, 8 micro-batches
+  j.parallelism.pipeline_model_parallel_size = 4;
+  j.parallelism.tensor_model_parallel_size = 1;
+  j.parallelism.virtual_pipeline_model_parallel_size = 2;
+  j.parallelism.decoder_first_pipeline_num_layers = 4;
+  j.parallelism.decoder_last_pipeline_num_layers = 4;
+  ASSERT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+  EXPECT_EQ(j.layers_in_chunk(0, 0), 2);
+  EXPECT_EQ(j.layers_in_chunk(0, 1), 2);
+  EXPECT_EQ(j.layers_in_chunk(1, 0), 6);
+  EXPECT_EQ(j.layers_in_chunk(2, 1), 6);
+  EXPECT_EQ(j.layers_in_chunk(3, 1), 2);
+  EXPECT_EQ(j.layers_on_stage(1), 12);
+}
+
+// The embedding and the loss counted as layers of the even split (Llama 3.1
+// 405B's 126 + 2 layers over pp 8, here with vpp 8: one layer in the first
+// and last chunks).
+TEST(JobSpec, EmbeddingAndLossAccountedForInTheSplit) {
+  JobSpec j = base_job();
+  j.model.num_layers = 30;
+  j.parallelism.pipeline_model_parallel_size = 4;
+  j.parallelism.tensor_model_parallel_size = 1;
+  j.parallelism.virtual_pipeline_model_parallel_size = 2;
+  j.parallelism.account_for_embedding_in_pipeline_split = true;
+  j.parallelism.account_for_loss_in_pipeline_split = true;
+  ASSERT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+  EXPECT_EQ(j.layers_in_split(), 32);
+  EXPECT_EQ(j.layers_in_chunk(0, 0), 3);  // the embedding takes a layer's place
+  EXPECT_EQ(j.layers_in_chunk(0, 1), 4);
+  EXPECT_EQ(j.layers_in_chunk(3, 0), 4);
+  EXPECT_EQ(j.layers_in_chunk(3, 1), 3);  // the loss does
+  EXPECT_EQ(j.layers_on_stage(0), 7);
+  EXPECT_EQ(j.layers_on_stage(1), 8);
+  EXPECT_EQ(j.layers_on_stage(3), 7);
+  int total = 0;
+  for (int stage = 0; stage < j.pp(); ++stage) total += j.layers_on_stage(stage);
+  EXPECT_EQ(total, 30);
+
+  JobSpec llama = base_job();
+  llama.model = model_preset("llama3.1-405b").value();
+  llama.parallelism = {.tensor_model_parallel_size = 8,
+                       .sequence_parallel = true,
+                       .pipeline_model_parallel_size = 8,
+                       .virtual_pipeline_model_parallel_size = 8,
+                       .account_for_embedding_in_pipeline_split = true,
+                       .account_for_loss_in_pipeline_split = true};
+  llama.training.global_batch_size = 8;  // dp 1 on 64 GPUs: 8 micro-batches
+  ASSERT_TRUE(validate_job(llama).is_ok()) << validate_job(llama).message();
+  EXPECT_EQ(llama.layers_in_chunk(0, 0), 1);
+  EXPECT_EQ(llama.layers_in_chunk(4, 3), 2);
+  EXPECT_EQ(llama.layers_on_stage(0), 15);
+  EXPECT_EQ(llama.layers_on_stage(7), 15);
+}
+
+// Megatron's --num-layers-per-virtual-pipeline-stage gives the chunks.
+TEST(JobSpec, LayersPerVirtualStageGiveTheChunks) {
+  JobSpec j = base_job();  // 32 layers over pp 2: 16 per stage
+  j.parallelism.num_layers_per_virtual_pipeline_stage = 4;
+  apply_job_defaults(&j);
+  EXPECT_EQ(j.vpp(), 4);
+  ASSERT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+  j.parallelism.account_for_embedding_in_pipeline_split = true;
+  j.parallelism.account_for_loss_in_pipeline_split = true;
+  j.model.num_layers = 30;  // (30 + 2) / 2 = 16 per stage again
+  ASSERT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
 }
 
 TEST(JobSpec, EveryPresetIsValidOnItsOwnGrid) {
@@ -235,6 +308,42 @@ INSTANTIATE_TEST_SUITE_P(
                   "cluster.num_gpus: 60 is not a whole number of 8-GPU nodes (cluster.node.gpus)"},
         Rejection{"too many", [](JobSpec* j) { j->num_gpus = 128; },
                   "cluster.num_gpus: 128 GPUs do not fit in the cluster's 64 (8 nodes)"},
+        Rejection{"recompute method without full",
+                  [](JobSpec* j) {
+                    j->training.recompute = Recompute::kSelective;
+                    j->training.recompute_method = RecomputeMethod::kUniform;
+                  },
+                  "training.recompute_method: uniform needs training.recompute full (got "
+                  "selective; Megatron's rule: the method places whole-layer recompute)"},
+        Rejection{"recompute layers without full",
+                  [](JobSpec* j) { j->training.recompute_num_layers = 2; },
+                  "training.recompute_num_layers: needs training.recompute full (got none; "
+                  "Megatron's rule: selective recompute re-runs modules, not layers)"},
+        Rejection{"recompute layers negative",
+                  [](JobSpec* j) {
+                    j->training.recompute = Recompute::kFull;
+                    j->training.recompute_num_layers = -1;
+                  },
+                  "training.recompute_num_layers: -1 must be at least 1"},
+        Rejection{"recompute block without layers",
+                  [](JobSpec* j) {
+                    j->training.recompute = Recompute::kFull;
+                    j->training.recompute_method = RecomputeMethod::kBlock;
+                  },
+                  "training.recompute_num_layers: must be given with training.recompute_method "
+                  "block (the layers of each model chunk that are recomputed)"},
+        Rejection{"tp overlap without tp",
+                  [](JobSpec* j) {
+                    j->parallelism.tensor_model_parallel_size = 1;
+                    j->parallelism.tp_comm_overlap = true;
+                  },
+                  "parallelism.tp_comm_overlap: needs parallelism.tensor_model_parallel_size > 1 "
+                  "(got 1): it overlaps the tensor-parallel collectives"},
+        Rejection{"tp overlap without sp",
+                  [](JobSpec* j) { j->parallelism.tp_comm_overlap = true; },
+                  "parallelism.tp_comm_overlap: needs parallelism.sequence_parallel (Megatron's "
+                  "rule: the overlap replaces sequence parallelism's all-gathers and "
+                  "reduce-scatters)"},
         Rejection{"uneven negative",
                   [](JobSpec* j) { j->parallelism.decoder_first_pipeline_num_layers = -1; },
                   "parallelism.decoder_first_pipeline_num_layers: -1 must be at least 0"},
@@ -248,10 +357,65 @@ INSTANTIATE_TEST_SUITE_P(
         Rejection{"uneven with vpp",
                   [](JobSpec* j) {
                     j->parallelism.virtual_pipeline_model_parallel_size = 2;
-                    j->parallelism.decoder_first_pipeline_num_layers = 8;
+                    j->parallelism.decoder_first_pipeline_num_layers = 9;
+                    j->parallelism.decoder_last_pipeline_num_layers = 23;
                   },
-                  "parallelism.decoder_first_pipeline_num_layers: is not supported with "
-                  "virtual_pipeline_model_parallel_size > 1"},
+                  "parallelism.decoder_first_pipeline_num_layers: 9 layers on the first stage, "
+                  "not divisible by parallelism.virtual_pipeline_model_parallel_size 2 (the "
+                  "model chunks of a stage hold as many layers each)"},
+        Rejection{"uneven other stages with vpp",
+                  [](JobSpec* j) {
+                    j->parallelism.pipeline_model_parallel_size = 4;
+                    j->parallelism.tensor_model_parallel_size = 1;
+                    j->parallelism.virtual_pipeline_model_parallel_size = 2;
+                    j->parallelism.decoder_first_pipeline_num_layers = 2;
+                    j->parallelism.decoder_last_pipeline_num_layers = 12;  // 18 over 2 stages
+                  },
+                  "parallelism.decoder_first_pipeline_num_layers: 9 layers on each of the other "
+                  "stages, not divisible by parallelism.virtual_pipeline_model_parallel_size 2 "
+                  "(the model chunks of a stage hold as many layers each)"},
+        Rejection{"uneven and embedding accounted for",
+                  [](JobSpec* j) {
+                    j->parallelism.decoder_last_pipeline_num_layers = 8;
+                    j->parallelism.account_for_embedding_in_pipeline_split = true;
+                  },
+                  "parallelism.account_for_embedding_in_pipeline_split: cannot be combined with "
+                  "parallelism.decoder_last_pipeline_num_layers (Megatron-Core's uneven split "
+                  "places the embedding and loss with the first and last stages' layers)"},
+        Rejection{"uneven and layers per virtual stage",
+                  [](JobSpec* j) {
+                    j->parallelism.decoder_first_pipeline_num_layers = 8;
+                    j->parallelism.num_layers_per_virtual_pipeline_stage = 4;
+                  },
+                  "parallelism.num_layers_per_virtual_pipeline_stage: cannot be combined with "
+                  "parallelism.decoder_first_pipeline_num_layers; give "
+                  "parallelism.virtual_pipeline_model_parallel_size instead"},
+        Rejection{"accounted layers % pp",
+                  [](JobSpec* j) { j->parallelism.account_for_loss_in_pipeline_split = true; },
+                  "model.num_layers: 32 (+1 for the embedding and loss accounted for in the "
+                  "split) is not divisible by parallelism.pipeline_model_parallel_size 2"},
+        Rejection{"a chunk of only the embedding",
+                  [](JobSpec* j) {
+                    j->model.num_layers = 31;
+                    j->parallelism.virtual_pipeline_model_parallel_size = 16;
+                    j->parallelism.account_for_embedding_in_pipeline_split = true;
+                  },
+                  "parallelism.account_for_embedding_in_pipeline_split: leaves a model chunk with "
+                  "no transformer layer (1 per chunk); PrismLLM needs at least one in every chunk"},
+        Rejection{"layers per virtual stage negative",
+                  [](JobSpec* j) { j->parallelism.num_layers_per_virtual_pipeline_stage = -2; },
+                  "parallelism.num_layers_per_virtual_pipeline_stage: -2 must be at least 0"},
+        Rejection{"layers per virtual stage % stage",
+                  [](JobSpec* j) { j->parallelism.num_layers_per_virtual_pipeline_stage = 5; },
+                  "parallelism.num_layers_per_virtual_pipeline_stage: 5 does not split a stage's "
+                  "16 layers into parallelism.virtual_pipeline_model_parallel_size 1 chunks"},
+        Rejection{"layers per virtual stage against vpp",
+                  [](JobSpec* j) {
+                    j->parallelism.num_layers_per_virtual_pipeline_stage = 4;
+                    j->parallelism.virtual_pipeline_model_parallel_size = 2;
+                  },
+                  "parallelism.num_layers_per_virtual_pipeline_stage: 4 does not split a stage's "
+                  "16 layers into parallelism.virtual_pipeline_model_parallel_size 2 chunks"},
         Rejection{"uneven rest",
                   [](JobSpec* j) {
                     j->parallelism.pipeline_model_parallel_size = 4;
@@ -464,6 +628,31 @@ TEST(JobSpec, WorkBeyondTheUnrollLimitIsRefused) {
   j.training.global_batch_size = 16 * 16384;
   EXPECT_NE(validate_job(j).message().find("x 18 layers on the fullest"), std::string::npos)
       << validate_job(j).message();
+}
+
+// A job without a model section (a captured program's) has no layers to
+// place: each field that places them is refused by name.
+TEST(JobSpec, ProgramJobRefusesLayerPlacement) {
+  const std::pair<std::string_view, std::function<void(ParallelSpec*)>> fields[] = {
+      {"parallelism.virtual_pipeline_model_parallel_size",
+       [](ParallelSpec* p) { p->virtual_pipeline_model_parallel_size = 2; }},
+      {"parallelism.num_layers_per_virtual_pipeline_stage",
+       [](ParallelSpec* p) { p->num_layers_per_virtual_pipeline_stage = 2; }},
+      {"parallelism.account_for_embedding_in_pipeline_split",
+       [](ParallelSpec* p) { p->account_for_embedding_in_pipeline_split = true; }},
+      {"parallelism.account_for_loss_in_pipeline_split",
+       [](ParallelSpec* p) { p->account_for_loss_in_pipeline_split = true; }},
+      {"parallelism.tp_comm_overlap", [](ParallelSpec* p) { p->tp_comm_overlap = true; }}};
+  for (const auto& [field, set] : fields) {
+    JobSpec j = base_job();
+    j.has_model = false;
+    ASSERT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+    set(&j.parallelism);
+    const Status s = validate_job(j);
+    EXPECT_EQ(s.message(), std::string(field) +
+                               ": describes a Megatron model's layers: a job without a model "
+                               "section cannot use it");
+  }
 }
 
 }  // namespace

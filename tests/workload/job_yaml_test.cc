@@ -164,7 +164,8 @@ TEST(JobYaml, OverrideErrorsNameTheOverride) {
   EXPECT_EQ(
       error_of(kBase, {"training.speed=3"}),
       "--set training.speed=3: training.speed: unknown field (fields of training: "
-      "seq_length, micro_batch_size, global_batch_size, precision, recompute, attention_backend, "
+      "seq_length, micro_batch_size, global_batch_size, precision, recompute, recompute_method, "
+      "recompute_num_layers, attention_backend, "
       "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_size, "
       "grad_reduce_in_fp32, "
       "fp8_recipe, fp8_param_gather, cross_entropy_loss_fusion, cross_entropy_fusion_impl)");
@@ -313,6 +314,30 @@ TEST(JobYaml, DashedSpellingsAreMegatronsArguments) {
   EXPECT_EQ(error_of(kBase, {"model.hidden-dropout=2"}),
             "--set model.hidden-dropout=2: model.hidden_dropout: 2 is not a probability in "
             "[0, 1] (torch.nn.Dropout)");
+}
+
+// Megatron's recompute arguments: --recompute-granularity is recompute.
+TEST(JobYaml, RecomputeArgumentsAreMegatrons) {
+  Result<JobSpec> j = parse_job_yaml(
+      "model: {preset: llama2-7b}\n"
+      "training: {recompute-granularity: full, recompute-method: block,\n"
+      "  recompute-num-layers: 3}\n"
+      "cluster: {preset: dgx-h100, num_gpus: 8}\n",
+      "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->training.recompute, Recompute::kFull);
+  EXPECT_EQ(j->training.recompute_method, RecomputeMethod::kBlock);
+  EXPECT_EQ(j->training.recompute_num_layers, 3);
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\n"
+                     "training: {recompute: full, recompute_granularity: selective}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:2:29: training.recompute: given twice (as recompute and "
+            "recompute_granularity)");
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\n"
+                     "training: {recompute: full, recompute_method: random}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:2:47: training.recompute_method: unknown value \"random\" (values: "
+            "uniform, block)");
 }
 
 // Values of the wrong type or outside the enums (one each; the relations are

@@ -24,6 +24,7 @@
 #include "net/flow_network.h"
 #include "replay/replay.h"
 #include "workload/job_yaml.h"
+#include "workload/megatron_shapes.h"
 #include "workload/model_stats.h"
 
 #include "megatron_test_util.h"
@@ -640,10 +641,14 @@ void check_random_job(const JobSpec& job, const std::string& yaml) {
   ASSERT_TRUE(built.is_ok()) << built.status().message();
   const BuiltJob& b = built.value();
   ASSERT_EQ(b.graph.roles.size(), static_cast<std::size_t>(job.pp()));
-  for (const Role& role : b.graph.roles)
-    EXPECT_EQ(unfreed(role),
-              (std::multiset<std::string>{"weights", "grad_buffer", "optimizer_state"}))
-        << role.name;
+  // Persistent: the model state (with FP8's cached weight copies), and
+  // tp_comm_overlap's userbuffers.
+  const megatron::Dims x = megatron::make_dims(job);
+  std::multiset<std::string> persistent{"weights", "grad_buffer", "optimizer_state"};
+  if (x.ub) persistent.insert("tp_comm_userbuffers");
+  if (x.fp8) persistent.insert("fp8_weight_cache");
+  const std::int64_t userbuffers = megatron::userbuffer_bytes(x);
+  for (const Role& role : b.graph.roles) EXPECT_EQ(unfreed(role), persistent) << role.name;
 
   AllocatorMemoryModel folded_mem(DeviceMemoryOptions{}), unfolded_mem(DeviceMemoryOptions{});
   const ReplayResult folded = replay_on_cluster(job, b.graph, true, &folded_mem);
@@ -674,10 +679,10 @@ void check_random_job(const JobSpec& job, const std::string& yaml) {
   // blocks, each rounded up to 512 bytes and, as PyTorch's allocator does for
   // large blocks, not split when less than 1 MiB would remain.
   for (Rank r = 0; r < job.num_gpus; ++r) {
-    const Bytes state = b.roles[b.graph.role_of_rank[r]].model_state_bytes;
+    const Bytes state = b.roles[b.graph.role_of_rank[r]].model_state_bytes + Bytes{userbuffers};
     const Bytes allocated = unfolded_mem.usage(r).allocated;
     EXPECT_GE(allocated, state) << "rank " << r;
-    EXPECT_LT(allocated.count, state.count + 3 * ((1 << 20) + 512)) << "rank " << r;
+    EXPECT_LT(allocated.count, state.count + 4 * ((1 << 20) + 512)) << "rank " << r;
   }
 }
 
@@ -713,6 +718,229 @@ TEST(MegatronProperty, RandomJobsReplayFoldAndBalanceMemory) {
   // The seed draws every feature at least twice.
   for (const auto& [feature, jobs] : coverage) EXPECT_GE(jobs, 2) << feature;
   EXPECT_EQ(coverage.size(), 12u);
+}
+
+// Layers placed as Megatron-Core's get_num_layers_to_build places them: the
+// uneven split with interleaving, the embedding and loss counted as layers,
+// layers per virtual stage. Each stage runs a qkv GEMM per layer and
+// micro-batch, holds its layers' parameters (the replica adds up), and the
+// graph replays, folds and balances its memory like any other.
+TEST(MegatronBuild, PlacesLayersAsMegatronCoreDoes) {
+  const std::string model =
+      "model: {num_layers: 14, hidden_size: 512, num_attention_heads: 8, vocab_size: 5000}\n";
+  const std::string training = "training: {seq_length: 512, global_batch_size: 4}\n";
+  struct Case {
+    std::string parallelism;
+    std::vector<int> layers;  // per stage
+  };
+  const Case cases[] = {
+      {"{pipeline_model_parallel_size: 4, virtual_pipeline_model_parallel_size: 2,\n"
+       "  decoder_first_pipeline_num_layers: 2, decoder_last_pipeline_num_layers: 4}",
+       {2, 4, 4, 4}},
+      {"{pipeline_model_parallel_size: 4, virtual_pipeline_model_parallel_size: 2,\n"
+       "  account_for_embedding_in_pipeline_split: true,\n"
+       "  account_for_loss_in_pipeline_split: true}",
+       {3, 4, 4, 3}},
+      {"{pipeline_model_parallel_size: 3, account-for-embedding-in-pipeline-split: true}",
+       {4, 5, 5}},
+      {"{pipeline_model_parallel_size: 2, num_layers_per_virtual_pipeline_stage: 2,\n"
+       "  account_for_loss_in_pipeline_split: true, account_for_embedding_in_pipeline_split: "
+       "true}",
+       {7, 7}},
+  };
+  for (const Case& c : cases) {
+    const std::string yaml = model + training + "parallelism: " + c.parallelism + "\n" +
+                             cluster(static_cast<int>(c.layers.size()));
+    SCOPED_TRACE(yaml);
+    const JobSpec job = parse(yaml);
+    ASSERT_EQ(job.pp(), static_cast<int>(c.layers.size()));
+    const BuiltJob b = build(job);
+    for (int stage = 0; stage < job.pp(); ++stage) {
+      EXPECT_EQ(job.layers_on_stage(stage), c.layers[stage]) << "stage " << stage;
+      EXPECT_EQ(b.roles[stage].num_layers, c.layers[stage]) << "stage " << stage;
+      const Role& role = b.graph.roles[stage];
+      const auto qkv = std::count_if(role.ops.begin(), role.ops.end(), [&](const Op& op) {
+        return op.kind == OpKind::kCompute && role.names[op.name] == "qkv_fwd";
+      });
+      EXPECT_EQ(qkv, c.layers[stage] * job.num_microbatches()) << "stage " << stage;
+    }
+    EXPECT_EQ(replica_parameters(b, 1), expected_replica_parameters(job));
+    check_random_job(job, yaml);
+  }
+}
+
+// Megatron-Core's _checkpointed_forward: uniform groups of n layers (the
+// last one shorter), block's first n layers of a chunk.
+TEST(MegatronRecompute, LayerGroups) {
+  TrainingSpec t;
+  EXPECT_FALSE(megatron::layer_recompute(t, 3, 8).recomputed);
+  t.recompute = Recompute::kFull;  // uniform, 1 layer
+  for (int l = 0; l < 8; ++l) {
+    const megatron::LayerRecompute r = megatron::layer_recompute(t, l, 8);
+    EXPECT_TRUE(r.recomputed);
+    EXPECT_EQ(r.first, l);
+    EXPECT_EQ(r.last, l);
+  }
+  t.recompute_method = RecomputeMethod::kUniform;
+  t.recompute_num_layers = 3;
+  const megatron::LayerRecompute mid = megatron::layer_recompute(t, 4, 8);
+  EXPECT_EQ(mid.first, 3);
+  EXPECT_EQ(mid.last, 5);
+  const megatron::LayerRecompute tail = megatron::layer_recompute(t, 7, 8);
+  EXPECT_EQ(tail.first, 6);
+  EXPECT_EQ(tail.last, 7);
+  t.recompute_method = RecomputeMethod::kBlock;
+  EXPECT_TRUE(megatron::layer_recompute(t, 2, 8).recomputed);
+  EXPECT_FALSE(megatron::layer_recompute(t, 3, 8).recomputed);
+}
+
+// Each recompute method builds a graph that replays, folds and balances its
+// memory; recomputed layers re-run their forward once per micro-batch (a
+// second qkv GEMM) and the kept bytes per layer fall between no recompute
+// and full recompute of every layer.
+TEST(MegatronRecompute, MethodsReplayAndKeepWhatTheyShould) {
+  const std::string base =
+      "model: {num_layers: 8, hidden_size: 512, num_attention_heads: 8, vocab_size: 5000}\n"
+      "parallelism: {pipeline_model_parallel_size: 2, virtual_pipeline_model_parallel_size: 2}\n" +
+      cluster(2);
+  struct Case {
+    std::string training;
+    int recomputed_per_chunk;  // of the 2 layers in each chunk
+  };
+  const Case cases[] = {
+      {"{recompute: none}", 0},
+      {"{recompute: full}", 2},
+      {"{recompute: full, recompute_method: uniform, recompute_num_layers: 2}", 2},
+      {"{recompute: full, recompute_method: block, recompute_num_layers: 1}", 1},
+      {"{recompute: full, recompute_method: block, recompute_num_layers: 4}", 2},
+  };
+  std::vector<std::int64_t> per_layer;
+  for (const Case& c : cases) {
+    const std::string yaml =
+        base + "training: {seq_length: 512, global_batch_size: 4, " + c.training.substr(1) + "\n";
+    SCOPED_TRACE(yaml);
+    const JobSpec job = parse(yaml);
+    const BuiltJob b = build(job);
+    for (int stage = 0; stage < 2; ++stage) {
+      const Role& role = b.graph.roles[stage];
+      const auto qkv = std::count_if(role.ops.begin(), role.ops.end(), [&](const Op& op) {
+        return op.kind == OpKind::kCompute && role.names[op.name] == "qkv_fwd";
+      });
+      EXPECT_EQ(qkv, (4 + 2 * c.recomputed_per_chunk) * job.num_microbatches()) << stage;
+    }
+    per_layer.push_back(b.roles[0].activation_bytes_per_layer.count);
+    check_random_job(job, yaml);
+  }
+  const std::int64_t none = per_layer[0], full = per_layer[1];
+  EXPECT_LT(full, none);
+  EXPECT_EQ(per_layer[2], full / 2);           // one input per group of two
+  EXPECT_EQ(per_layer[3], (none + full) / 2);  // one of the two layers of a chunk
+  EXPECT_EQ(per_layer[4], full);               // block covering the whole chunk
+}
+
+// tp_comm_overlap: userbuffers' ring exchanges (t - 1 paired sends per
+// overlapped all-gather: qkv and fc1 forward, proj and fc2 dgrad), the
+// pipelined reduce-scatters (4 per proj and fc2 forward) and the bulk
+// overlaps run on the "tp" stream; the iteration is faster than with every
+// TP collective exposed and slower than with none; each switch turned off
+// gives part of the gain back; the graph replays, folds and balances its
+// memory, with the userbuffers held throughout.
+TEST(MegatronTpOverlap, OverlapsOnTheTpStream) {
+  const std::string base =
+      "model: {num_layers: 4, hidden_size: 8192, num_attention_heads: 64, vocab_size: 5000}\n"
+      "training: {seq_length: 4096, global_batch_size: 2}\n" +
+      cluster(8);
+  auto job_of = [&](const std::string& extra) {
+    return parse(base +
+                 "parallelism: {tensor_model_parallel_size: 4, sequence_parallel: true,\n"
+                 "  pipeline_model_parallel_size: 2" +
+                 extra + "}\n");
+  };
+  auto iteration = [](const JobSpec& job) {
+    const BuiltJob b = build(job);
+    AllocatorMemoryModel mem(DeviceMemoryOptions{});
+    return replay_on_cluster(job, b.graph, true, &mem).iteration_time;
+  };
+  const JobSpec plain = job_of(""), overlap = job_of(", tp_comm_overlap: true");
+  check_random_job(overlap, "tp_comm_overlap");
+  const BuiltJob b = build(overlap);
+  for (const Role& role : b.graph.roles) {
+    // On the tp stream (the embedding's and output layer's TP collectives,
+    // which TE does not overlap, stay on the compute stream).
+    const auto named = [&](std::string_view name, OpKind kind) {
+      return std::count_if(role.ops.begin(), role.ops.end(), [&](const Op& op) {
+        return op.kind == kind && role.names[op.name] == name && role.streams[op.stream] == "tp";
+      });
+    };
+    const int passes = 2 * 2;  // layers x micro-batches
+    EXPECT_EQ(named("tp_ring_send", OpKind::kSend), 3 * 4 * passes) << role.name;
+    EXPECT_EQ(named("tp_ring_recv", OpKind::kRecv), 3 * 4 * passes) << role.name;
+    // Pipelined (4 + 4) and bulk (qkv, fc1) reduce-scatters, bulk all-gathers.
+    EXPECT_EQ(named("tp_reduce_scatter", OpKind::kCollective), (8 + 2) * passes) << role.name;
+    EXPECT_EQ(named("tp_all_gather", OpKind::kCollective), 2 * passes) << role.name;
+  }
+  JobSpec free_comm = plain;
+  free_comm.cluster.nvlink_links = 72;  // the same GEMMs, TP collectives almost free
+  free_comm.cluster.nvlink_link_GBps = 1e4;
+  const SimTime exposed = iteration(plain), overlapped = iteration(overlap);
+  EXPECT_LT(overlapped, exposed);
+  EXPECT_GT(overlapped, iteration(free_comm));
+  for (const char* off : {", tp_comm_overlap_ag: false", ", tp_comm_overlap_rs: false",
+                          ", tp_comm_bulk_dgrad: false", ", tp_comm_bulk_wgrad: false"}) {
+    const SimTime partial = iteration(job_of(std::string(", tp_comm_overlap: true") + off));
+    EXPECT_GT(partial, overlapped) << off;
+    EXPECT_LT(partial, exposed) << off;
+  }
+}
+
+// Kernels Transformer Engine and Megatron-Core run beside the GEMMs: fused
+// RoPE on rotary models (forward, and backward once per layer and
+// micro-batch), FP8 casts of every linear's input and output gradient, one
+// weight cast per layer and iteration, and delayed scaling's amax all-reduce
+// after each chunk's forward and backward; none of them in bf16 or on a
+// GPT-style model's learned positions.
+TEST(MegatronKernels, RopeAndFp8Casts) {
+  const std::string llama =
+      "model: {num_layers: 4, hidden_size: 1024, num_attention_heads: 8, vocab_size: 5000,\n"
+      "  activation: swiglu, normalization: RMSNorm}\n"
+      "parallelism: {tensor_model_parallel_size: 2, pipeline_model_parallel_size: 2}\n" +
+      cluster(8);
+  auto count = [](const BuiltJob& b, std::string_view name) {
+    std::int64_t n = 0;
+    for (const Role& role : b.graph.roles)
+      n += std::count_if(role.ops.begin(), role.ops.end(),
+                         [&](const Op& op) { return role.names[op.name] == name; });
+    return n;
+  };
+  const std::string batch = "training: {seq_length: 1024, global_batch_size: 6";  // 3 per rank
+  const BuiltJob bf16 = build(parse(llama + batch + "}\n"));
+  EXPECT_EQ(count(bf16, "rope_fwd"), 4 * 3);
+  EXPECT_EQ(count(bf16, "rope_bwd"), 4 * 3);
+  EXPECT_EQ(count(bf16, "fp8_cast_grad"), 0);
+  EXPECT_EQ(count(build(parse(gpt(4, 1024, 8) + "parallelism: {pipeline_model_parallel_size: 2}\n" +
+                              cluster(8))),
+                  "rope_fwd"),
+            0);
+  const JobSpec fp8_job = parse(llama + batch + ", precision: fp8}\n");
+  const BuiltJob fp8 = build(fp8_job);
+  EXPECT_EQ(count(fp8, "fp8_cast_qkv_input"), 4 * 3);
+  EXPECT_EQ(count(fp8, "fp8_cast_attn_out"), 4 * 3);
+  EXPECT_EQ(count(fp8, "fp8_cast_fc1_input"), 4 * 3);
+  EXPECT_EQ(count(fp8, "fp8_cast_fc2_input"), 4 * 3);
+  EXPECT_EQ(count(fp8, "fp8_cast_grad"), 4 * 4 * 3);  // proj, qkv, fc2, fc1 output gradients
+  EXPECT_EQ(count(fp8, "fp8_weight_cast"), 4);
+  EXPECT_EQ(count(fp8, "fp8_amax_reduce"), 2 * 2 * 3);  // 2 stages, forward and backward
+  // Current scaling reads each tensor once more for its amax and reduces no
+  // history: slower casts, no amax all-reduce.
+  const BuiltJob current =
+      build(parse(llama + batch + ", precision: fp8, fp8_recipe: tensorwise}\n"));
+  EXPECT_EQ(count(current, "fp8_amax_reduce"), 0);
+  SimTime delayed_cast{}, current_cast{};
+  for (const auto& [b, sum] : {std::pair{&fp8, &delayed_cast}, std::pair{&current, &current_cast}})
+    for (const Op& op : b->graph.roles[0].ops)
+      if (b->graph.roles[0].names[op.name] == "fp8_cast_qkv_input") *sum += op.duration;
+  EXPECT_GT(current_cast, delayed_cast);
+  check_random_job(fp8_job, "fp8");
 }
 
 // ---------------------------------------------------------------------------
