@@ -99,6 +99,8 @@ void SimulatedDevice::unmap(std::int64_t size) {
 
 CachingAllocator::CachingAllocator(const AllocatorConfig& config, DeviceMemory* device)
     : impl_(std::make_unique<Impl>(config, device)) {}
+CachingAllocator::CachingAllocator(const CachingAllocator& other, DeviceMemory* device)
+    : impl_(std::make_unique<Impl>(*other.impl_, device)) {}
 CachingAllocator::~CachingAllocator() = default;
 
 BlockId CachingAllocator::malloc(std::int64_t size, StreamId stream) {

@@ -160,6 +160,10 @@ class CachingAllocator {
  public:
   // `device` must outlive the allocator.
   CachingAllocator(const AllocatorConfig& config, DeviceMemory* device);
+  // A copy of `other`'s state on `device`, which must be a copy of other's
+  // device (the same segments taken, the same addresses next); the observer
+  // is not copied.
+  CachingAllocator(const CachingAllocator& other, DeviceMemory* device);
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;

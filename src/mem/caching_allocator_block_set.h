@@ -64,6 +64,14 @@ class BlockSet {
     friend bool operator==(Pos, Pos) = default;
   };
 
+  BlockSet() = default;
+  // A deep copy (the spare chunks stay behind).
+  BlockSet(const BlockSet& o) : last_(o.last_), size_(o.size_) {
+    chunks_.reserve(o.chunks_.size());
+    for (const auto& c : o.chunks_) chunks_.push_back(std::make_unique<Chunk>(*c));
+  }
+  BlockSet& operator=(const BlockSet&) = delete;
+
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
   Pos begin() const { return Pos{0, 0}; }

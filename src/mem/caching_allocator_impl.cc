@@ -42,6 +42,31 @@ CachingAllocator::Impl::Impl(const AllocatorConfig& cfg, DeviceMemory* device)
   }
 }
 
+CachingAllocator::Impl::Impl(const Impl& o, DeviceMemory* device)
+    : config(o.config),
+      stats(o.stats),
+      oom(o.oom),
+      device_(device),
+      blocks_(o.blocks_),
+      free_slots_(o.free_slots_),
+      stream_ids_(o.stream_ids_),
+      stream_order_(o.stream_order_),
+      last_stream_(o.last_stream_),
+      large_blocks_(o.large_blocks_),
+      small_blocks_(o.small_blocks_),
+      expandable_segments_(o.expandable_segments_),
+      pending_head_(o.pending_head_),
+      pending_tail_(o.pending_tail_),
+      next_ticket_(o.next_ticket_),
+      total_allocated_memory_(o.total_allocated_memory_),
+      allowed_memory_maximum_(o.allowed_memory_maximum_),
+      set_fraction_(o.set_fraction_) {
+  PRISM_CHECK(device_ != nullptr, "CachingAllocator needs a DeviceMemory");
+  streams_.reserve(o.streams_.size());
+  for (const auto& sp : o.streams_)
+    streams_.push_back(std::make_unique<alloc_internal::StreamPools>(*sp));
+}
+
 // --- blocks -------------------------------------------------------------
 
 std::int32_t CachingAllocator::Impl::stream_index(StreamId stream) {

@@ -102,6 +102,9 @@ class CachingAllocator::Impl {
   using AllocParams = alloc_internal::AllocParams;
 
   Impl(const AllocatorConfig& config, DeviceMemory* device);
+  // A copy of `o`'s state on `device`, which must hold what o's device
+  // holds; without o's observer.
+  Impl(const Impl& o, DeviceMemory* device);
 
   BlockId malloc(std::int64_t orig_size, StreamId stream);
   void free(BlockId b);

@@ -4,47 +4,21 @@
 //
 // AllocatorMemoryModel gives every rank its own PyTorch caching allocator
 // (mem/caching_allocator.h) on a device of the GPU's capacity, less the CUDA
-// context; NCCL's buffers arrive as external memory while the replay runs
-// (replay/nccl_memory.h). An allocation the device cannot hold is an
-// out-of-memory outcome, as in PyTorch.
+// context (mem/rank_memory.h); NCCL's buffers arrive as external memory
+// while the replay runs (replay/nccl_memory.h). An allocation the device
+// cannot hold is an out-of-memory outcome, as in PyTorch. Ranks whose calls
+// have been the same so far share one state (mem/shared_histories.h), which
+// is what makes an unfolded replay of thousands of ranks affordable.
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <string>
-#include <vector>
 
-#include <absl/container/flat_hash_map.h>
-
-#include "mem/alloc_config.h"
 #include "mem/caching_allocator.h"
+#include "mem/rank_memory.h"
+#include "mem/shared_histories.h"
 #include "util/units.h"
 
 namespace prism {
-
-// A rank's device memory at one moment. device = reserved + external +
-// context: what nvidia-smi would show for the process.
-struct MemoryUsage {
-  Bytes allocated;  // PyTorch's memory_allocated()
-  Bytes reserved;   // PyTorch's memory_reserved()
-  Bytes external;   // NCCL buffers (outside the caching allocator)
-  Bytes context;    // CUDA context
-  Bytes device() const { return reserved + external + context; }
-};
-
-// Peaks over the replay; each is its own maximum (they need not coincide).
-struct MemoryPeaks {
-  Bytes requested;  // bytes asked for, before the allocator's rounding
-  Bytes allocated;
-  Bytes reserved;
-  Bytes device;
-  // Reserved but not allocated when reserved peaked: the allocator's cache
-  // and fragmentation at the worst moment.
-  Bytes cached_at_reserved_peak;
-  // Free bytes inside split segments, at their peak: PyTorch's
-  // inactive_split_bytes.all.peak.
-  Bytes inactive_split;
-};
 
 class MemoryModel {
  public:
@@ -71,14 +45,6 @@ class MemoryModel {
   virtual OomInfo oom(int rank) const = 0;
 };
 
-struct DeviceMemoryOptions {
-  // GPU memory as cudaGetDeviceProperties reports it (totalGlobalMem);
-  // 0 = unlimited (no out-of-memory).
-  Bytes capacity;
-  Bytes context;  // taken by the CUDA context before the first allocation
-  AllocatorConfig allocator;
-};
-
 class AllocatorMemoryModel final : public MemoryModel {
  public:
   explicit AllocatorMemoryModel(DeviceMemoryOptions options);
@@ -94,26 +60,13 @@ class AllocatorMemoryModel final : public MemoryModel {
   MemoryPeaks peaks(int rank) const override;
   OomInfo oom(int rank) const override;
 
-  // The rank's allocator (segments, stats), for reports and tests.
-  const CachingAllocator& allocator(int rank) const;
   const DeviceMemoryOptions& options() const { return options_; }
+  // Distinct memory states the ranks are in (mem/shared_histories.h).
+  int num_states() const { return histories_.num_live_histories(); }
 
  private:
-  struct RankMemory {
-    explicit RankMemory(const DeviceMemoryOptions& o);
-    SimulatedDevice device;
-    CachingAllocator allocator;
-    absl::flat_hash_map<std::int64_t, BlockId> live;           // alloc_id -> block
-    absl::flat_hash_map<std::int64_t, std::uint64_t> pending;  // alloc_id -> ticket
-    std::int64_t external = 0;
-    std::int64_t device_peak = 0;
-    std::int64_t cached_at_reserved_peak = 0;
-    std::int64_t reserved_peak_seen = -1;
-  };
-  void note_peaks(RankMemory& m) const;
-
   DeviceMemoryOptions options_;
-  std::vector<std::unique_ptr<RankMemory>> ranks_;
+  SharedHistories histories_;
 };
 
 }  // namespace prism

@@ -237,10 +237,12 @@ void Engine::arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t o
   rec.comm = comm;
   rec.seq = seq;
   if (models_.nccl != nullptr) {
-    const NcclMemory::Need need = models_.nccl->collective_need(t);
-    for (const Arrival& a : c.arrivals(seq))
-      add_nccl(a,
-               models_.nccl->connect_collective(static_cast<std::uint32_t>(a.srank), comm, need));
+    const NcclMemory::GroupConnect g =
+        models_.nccl->connect_group(comm, models_.nccl->collective_need(t));
+    if (g.bytes != 0 || g.init) {
+      for (const Arrival& a : c.arrivals(seq))
+        add_nccl(a, models_.nccl->member_bytes(static_cast<std::uint32_t>(a.srank), g));
+    }
   }
   start_transfer(t, rec, c.arrivals(seq));
 }
@@ -382,14 +384,13 @@ bool Engine::alloc_op(std::uint32_t s, std::uint16_t st, std::int32_t oi, const 
 void Engine::free_op(std::uint32_t s, std::int32_t oi, const Op& op) {
   const SimRank& sr = sranks_[s];
   int pending = 0;
-  const auto& waits = tables_[sr.role].record_waits;
-  if (const auto it = waits.find(oi); it != waits.end()) {
-    for (const auto& [st, count] : it->second) {
-      const std::uint32_t si = sr.first_stream + st;
-      if (streams_[si].done >= count) continue;
-      release_waits_[si].push_back(ReleaseWait{count, op.ref});
-      ++pending;
-    }
+  const RoleTables& t = tables_[sr.role];
+  for (std::uint32_t w = t.record_wait_begin[oi]; w < t.record_wait_begin[oi + 1]; ++w) {
+    const auto [st, count] = t.record_waits[w];
+    const std::uint32_t si = sr.first_stream + st;
+    if (streams_[si].done >= count) continue;
+    release_waits_[si].push_back(ReleaseWait{count, op.ref});
+    ++pending;
   }
   models_.memory->free(static_cast<int>(s), op.ref, op.stream, now_, pending > 0);
   if (pending > 0) pending_release_[static_cast<std::uint64_t>(s) << 32 | op.ref] = pending;

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -50,9 +49,10 @@ class Engine {
     std::vector<std::int32_t> comm_index;
     std::int32_t num_p2p = 0;
     // Per free op with record streams: (stream, ops of that stream issued
-    // before the free), the count the stream must complete.
-    std::unordered_map<std::int32_t, std::vector<std::pair<std::uint16_t, std::uint32_t>>>
-        record_waits;
+    // before the free), the count the stream must complete. Op i's are
+    // record_waits[record_wait_begin[i], record_wait_begin[i + 1]).
+    std::vector<std::uint32_t> record_wait_begin;
+    std::vector<std::pair<std::uint16_t, std::uint32_t>> record_waits;
   };
   struct StreamState {
     std::uint32_t pos = 0;        // next op, index into RoleTables::stream_ops[stream]
@@ -164,7 +164,7 @@ class Engine {
   std::vector<std::int32_t> p2p_seq_;
   std::vector<CollectiveRendezvous> comms_;
   P2PRendezvous p2p_;
-  std::unordered_map<TransferId, InFlight> in_flight_;
+  absl::flat_hash_map<TransferId, InFlight> in_flight_;
 
   EventQueue<Event> queue_;
   SimTime now_;

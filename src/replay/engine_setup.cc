@@ -2,7 +2,6 @@
 // point-to-point channels, all derived once before the event loop runs.
 #include <algorithm>
 #include <map>
-#include <tuple>
 
 #include "replay/engine.h"
 #include "replay/nccl_memory.h"
@@ -42,7 +41,9 @@ void Engine::build_role_tables() {
       if (t.dep_index[d] == kNone) t.dep_index[d] = t.num_dep_targets++;
     t.comm_index.assign(role.ops.size(), kNone);
     std::vector<std::int32_t> per_slot(g_.slots.size(), 0);
+    t.record_wait_begin.reserve(role.ops.size() + 1);
     for (std::size_t i = 0; i < role.ops.size(); ++i) {
+      t.record_wait_begin.push_back(static_cast<std::uint32_t>(t.record_waits.size()));
       const Op& op = role.ops[i];
       if (op.kind == OpKind::kCollective) t.comm_index[i] = per_slot[op.ref]++;
       if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) t.comm_index[i] = t.num_p2p++;
@@ -53,10 +54,11 @@ void Engine::build_role_tables() {
           const auto before = static_cast<std::uint32_t>(
               std::lower_bound(list.begin(), list.end(), static_cast<std::int32_t>(i)) -
               list.begin());
-          if (before > 0) t.record_waits[static_cast<std::int32_t>(i)].emplace_back(st, before);
+          if (before > 0) t.record_waits.emplace_back(st, before);
         }
       }
     }
+    t.record_wait_begin.push_back(static_cast<std::uint32_t>(t.record_waits.size()));
   }
 }
 
@@ -138,9 +140,14 @@ void Engine::build_communicators() {
 // Numbers every send and receive within its channel in issue order, so that
 // the n-th send pairs with the n-th receive whichever stream gets there first.
 void Engine::build_p2p_sequences() {
-  // (direction, channel) -> ops numbered so far; the channel includes the tag.
-  std::map<std::tuple<bool, std::int32_t, std::int32_t, std::int32_t, std::int32_t>, std::int32_t>
-      n;
+  // (direction, channel) -> ops numbered so far; the channel includes the
+  // tag. A rank has a handful of channels: a vector scanned beats a tree.
+  struct Count {
+    bool is_send;
+    P2PRendezvous::Key key;
+    std::int32_t n;
+  };
+  std::vector<Count> n;
   for (std::uint32_t s = 0; s < sranks_.size(); ++s) {
     const SimRank& sr = sranks_[s];
     const Role& role = g_.roles[sr.role];
@@ -153,7 +160,10 @@ void Engine::build_p2p_sequences() {
       Rank peer = kNone;
       const P2PRendezvous::Key k = p2p_channel(s, op, &peer);
       const bool is_send = op.kind == OpKind::kSend;
-      p2p_seq_[sr.first_p2p + t.comm_index[i]] = n[{is_send, k.src, k.dst, k.tag, k.route}]++;
+      auto it = std::find_if(n.begin(), n.end(),
+                             [&](const Count& c) { return c.is_send == is_send && c.key == k; });
+      if (it == n.end()) it = n.insert(n.end(), Count{is_send, k, 0});
+      p2p_seq_[sr.first_p2p + t.comm_index[i]] = it->n++;
     }
   }
 }

@@ -38,7 +38,9 @@ NcclMemory::NcclMemory(const NcclTuner& tuner, NcclFootprintConfig config)
 
 void NcclMemory::reset(int num_simulated_ranks) {
   bytes_.assign(static_cast<std::size_t>(num_simulated_ranks), 0);
+  num_comms_.assign(static_cast<std::size_t>(num_simulated_ranks), 0);
   comms_.assign(static_cast<std::size_t>(num_simulated_ranks), {});
+  groups_.clear();
 }
 
 NcclCommShape NcclMemory::shape(const CommGeometry& g) const {
@@ -102,7 +104,9 @@ std::int64_t NcclMemory::on_transfer(std::uint32_t srank, std::int64_t comm, con
     }
     return connect(srank, kP2pKey | static_cast<std::uint64_t>(comm), s, need);
   }
-  return connect_collective(srank, comm, collective_need(t));
+  PRISM_CHECK(comm >= 0, "collective comm ids are non-negative");
+  const Need need = collective_need(t);
+  return connect(srank, static_cast<std::uint64_t>(comm), need.shape, need.links);
 }
 
 NcclMemory::Need NcclMemory::collective_need(const Transfer& t) const {
@@ -114,22 +118,30 @@ NcclMemory::Need NcclMemory::collective_need(const Transfer& t) const {
   return need;
 }
 
-std::int64_t NcclMemory::connect_collective(std::uint32_t srank, std::int64_t comm,
-                                            const Need& need) {
-  PRISM_CHECK(srank < bytes_.size(), "NcclMemory: simulated rank out of range (reset first)");
+NcclMemory::GroupConnect NcclMemory::connect_group(std::int64_t comm, const Need& need) {
   PRISM_CHECK(comm >= 0, "collective comm ids are non-negative");
-  return connect(srank, static_cast<std::uint64_t>(comm), need.shape, need.links);
+  const auto c = static_cast<std::size_t>(comm);
+  if (c >= groups_.size()) groups_.resize(c + 1);
+  GroupConnect out;
+  out.init = !groups_[c].initialized;
+  out.bytes = connect(groups_[c], need.shape, need.links);
+  return out;
 }
 
-std::int64_t NcclMemory::connect(std::uint32_t srank, std::uint64_t key, const NcclCommShape& s,
-                                 const NcclLinks& need) {
-  auto& comms = comms_[srank];
-  CommState& st = comms[key];
+std::int64_t NcclMemory::member_bytes(std::uint32_t srank, const GroupConnect& c) {
+  PRISM_CHECK(srank < bytes_.size(), "NcclMemory: simulated rank out of range (reset first)");
+  std::int64_t added = c.bytes;
+  if (c.init && num_comms_[srank]++ == 0) added += config_.process_bytes;
+  bytes_[srank] += added;
+  return added;
+}
+
+std::int64_t NcclMemory::connect(CommState& st, const NcclCommShape& s,
+                                 const NcclLinks& need) const {
   std::int64_t added = 0;
   NcclLinks want = need;
   if (!st.initialized) {
     st.initialized = true;
-    if (comms.size() == 1) added += config_.process_bytes;  // the process's first communicator
     added += nccl_comm_init_bytes(config_, s);
     if (!nccl_runtime_connect(config_)) {
       const NcclLinks eager = nccl_eager_links(config_, s);
@@ -142,6 +154,16 @@ std::int64_t NcclMemory::connect(std::uint32_t srank, std::uint64_t key, const N
       st.links[i] = want[i];
     }
   }
+  return added;
+}
+
+std::int64_t NcclMemory::connect(std::uint32_t srank, std::uint64_t key, const NcclCommShape& s,
+                                 const NcclLinks& need) {
+  CommState& st = comms_[srank][key];
+  std::int64_t added = 0;
+  // The process's first communicator brings NCCL's share of the process.
+  if (!st.initialized && num_comms_[srank]++ == 0) added += config_.process_bytes;
+  added += connect(st, s, need);
   bytes_[srank] += added;
   return added;
 }

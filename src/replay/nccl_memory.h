@@ -38,14 +38,25 @@ class NcclMemory {
   // communicator init on first use, plus the buffers of a newly connected
   // algorithm or peer; zero when everything is connected already.
   std::int64_t on_transfer(std::uint32_t srank, std::int64_t comm, const Transfer& t);
-  // The same for a collective in two steps: what it needs is the same on
-  // every member, so a caller with many members works it out once.
+  // The same for a collective on all members of communicator `comm` at
+  // once, as the replay starts one: what it needs is the same on every
+  // member, and so is every member's state for the communicator (each takes
+  // part in each of its collectives), so both are worked out once. A
+  // communicator is connected either this way or member by member through
+  // on_transfer, not both.
   struct Need {
     NcclCommShape shape;
     NcclLinks links{};
   };
   Need collective_need(const Transfer& t) const;
-  std::int64_t connect_collective(std::uint32_t srank, std::int64_t comm, const Need& need);
+  struct GroupConnect {
+    std::int64_t bytes = 0;  // on every member
+    bool init = false;       // the communicator's first collective
+  };
+  GroupConnect connect_group(std::int64_t comm, const Need& need);
+  // What member `srank` allocates for `c`: c.bytes, plus NCCL's share of
+  // the process when this is the member's first communicator.
+  std::int64_t member_bytes(std::uint32_t srank, const GroupConnect& c);
   // Bytes allocated so far on `srank`.
   std::int64_t bytes(std::uint32_t srank) const { return bytes_[srank]; }
 
@@ -61,15 +72,19 @@ class NcclMemory {
     bool initialized = false;
     NcclLinks links{};
   };
+  // Brings `st` up to `need`: the bytes that takes, without the process share.
+  std::int64_t connect(CommState& st, const NcclCommShape& s, const NcclLinks& need) const;
   std::int64_t connect(std::uint32_t srank, std::uint64_t key, const NcclCommShape& s,
                        const NcclLinks& need);
 
   const NcclTuner& tuner_;
   NcclFootprintConfig config_;
   std::vector<std::int64_t> bytes_;
+  std::vector<std::uint32_t> num_comms_;  // per simulated rank: communicators initialized
   // Per simulated rank: communicator key (replay comm id, or a flag bit and
   // the peer for point-to-point) to its state. Looked up, never iterated.
   std::vector<absl::flat_hash_map<std::uint64_t, CommState>> comms_;
+  std::vector<CommState> groups_;  // by replay comm id, for connect_group
 };
 
 }  // namespace prism

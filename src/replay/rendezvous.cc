@@ -79,13 +79,16 @@ std::vector<std::int64_t> CollectiveRendezvous::incomplete() const {
 bool P2PRendezvous::post(bool is_send, const Key& k, std::int64_t seq, const Arrival& a, Match* m) {
   Channel& c = channels_[k];
   auto& other = is_send ? c.recvs : c.sends;
-  if (auto it = other.find(seq); it != other.end()) {
-    *m = is_send ? Match{a, it->second} : Match{it->second, a};
-    other.erase(it);
+  for (std::size_t i = 0; i < other.size(); ++i) {
+    if (other[i].first != seq) continue;
+    *m = is_send ? Match{a, other[i].second} : Match{other[i].second, a};
+    other[i] = other.back();
+    other.pop_back();
     return true;
   }
-  const bool fresh = (is_send ? c.sends : c.recvs).emplace(seq, a).second;
-  PRISM_CHECK(fresh, "point-to-point op posted twice");
+  auto& mine = is_send ? c.sends : c.recvs;
+  for (const auto& [s, unused] : mine) PRISM_CHECK(s != seq, "point-to-point op posted twice");
+  mine.emplace_back(seq, a);
   return false;
 }
 

@@ -5,9 +5,10 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <unordered_map>
+#include <utility>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "graph/layout.h"
 #include "util/check.h"
@@ -101,8 +102,10 @@ class P2PRendezvous {
   std::vector<Unmatched> unmatched() const;
 
  private:
+  // The posted ops not yet paired, as (sequence number, arrival): a channel
+  // seldom holds more than a few, so a vector scanned beats a tree.
   struct Channel {
-    std::map<std::int64_t, Arrival> sends, recvs;  // by sequence number
+    std::vector<std::pair<std::int64_t, Arrival>> sends, recvs;
   };
   struct KeyHash {
     std::size_t operator()(const Key& k) const {
@@ -114,7 +117,7 @@ class P2PRendezvous {
     }
   };
   // Looked up only; never iterated in an order that reaches the output.
-  std::unordered_map<Key, Channel, KeyHash> channels_;
+  absl::flat_hash_map<Key, Channel, KeyHash> channels_;
 };
 
 }  // namespace prism

@@ -55,6 +55,35 @@ std::int64_t link(const NcclLinks& l, NcclLinkSet s) {
   return l[static_cast<int>(s)];
 }
 
+// connect_group on all members gives each member what on_transfer member by
+// member does: communicators that overlap, a point-to-point first on one
+// rank (so its process share comes from there), algorithms connecting late.
+TEST(NcclMemory, GroupConnectMatchesMemberByMember) {
+  const ClusterSpec c = cluster("dgx-h100", 2);
+  const NcclTuner tuner(c);
+  NcclMemory each(tuner), group(tuner);
+  each.reset(16);
+  group.reset(16);
+  const std::array<std::int32_t, 2> pair{3, 11};
+  EXPECT_EQ(each.on_transfer(3, 11, p2p(pair, false)), group.on_transfer(3, 11, p2p(pair, false)));
+  // comm 0: ranks 0-7 (one node); comm 1: ranks 0, 8 (two nodes); comm 2: all 16.
+  const std::vector<std::vector<std::int32_t>> members{first_ranks(8), {0, 8}, first_ranks(16)};
+  const std::vector<int> nodes{1, 2, 2};
+  const std::vector<std::pair<int, std::int64_t>> calls{
+      {1, 8}, {0, 256 * kMiB}, {2, 4 * kMiB}, {0, 256 * kMiB}, {0, 8}, {1, 512 * kMiB}, {2, 8}};
+  for (const auto& [comm, bytes] : calls) {
+    const Transfer t = collective(CollectiveKind::kAllReduce, bytes, members[comm], nodes[comm]);
+    const NcclMemory::GroupConnect g = group.connect_group(comm, group.collective_need(t));
+    for (std::int32_t r : members[comm]) {
+      const auto srank = static_cast<std::uint32_t>(r);
+      EXPECT_EQ(group.member_bytes(srank, g), each.on_transfer(srank, comm, t))
+          << "comm " << comm << " bytes " << bytes << " rank " << r;
+    }
+  }
+  for (std::uint32_t r = 0; r < 16; ++r) EXPECT_EQ(group.bytes(r), each.bytes(r));
+  EXPECT_GT(group.bytes(3), group.bytes(9));  // rank 3 also holds the point-to-point buffers
+}
+
 TEST(NcclMemory, Tp8OnOneH100NodeConnectsAlgorithmsOnFirstUse) {
   const ClusterSpec c = cluster("dgx-h100", 1);
   const NcclTuner tuner(c);

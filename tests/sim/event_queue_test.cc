@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -62,6 +63,36 @@ TEST(EventQueueTest, PropertyInterleavedClockIsMonotone) {
       ASSERT_GE(e.time, prev);
       prev = e.time;
     }
+  }
+}
+
+// Property: with many distinct times (more than the queue's table of recent
+// buckets holds) and times that recur after their bucket was evicted or
+// emptied, pops interleaved with pushes still follow (time, priority,
+// insertion) exactly.
+TEST(EventQueueTest, PropertyRecurringTimesKeepInsertionOrder) {
+  std::mt19937_64 rng(2026);
+  for (int trial = 0; trial < 20; ++trial) {
+    EventQueue<int> q;
+    std::set<std::tuple<std::int64_t, int, int>> pending;  // what the queue must hold
+    int next = 0;
+    for (int step = 0; step < 20000; ++step) {
+      if (rng() % 5 < 3 || q.empty()) {
+        // A few hot times ahead of now and many cold ones.
+        const std::int64_t ahead = rng() % 2 == 0 ? static_cast<std::int64_t>(rng() % 4) * 100
+                                                  : static_cast<std::int64_t>(rng() % 5000);
+        const std::int64_t t = q.now().ns + ahead;
+        const int prio = static_cast<int>(rng() % 3);
+        q.push(SimTime{t}, prio, next);
+        pending.emplace(t, prio, next++);
+      } else {
+        const auto e = q.pop();
+        ASSERT_FALSE(pending.empty());
+        ASSERT_EQ(std::make_tuple(e.time.ns, e.priority(), e.payload), *pending.begin());
+        pending.erase(pending.begin());
+      }
+    }
+    EXPECT_EQ(q.size(), pending.size());
   }
 }
 
