@@ -8,11 +8,11 @@ namespace {
 
 // Compute-model constants shared by the GPUs of one architecture (same SMs,
 // clocks and kernels); docs/compute.md tabulates them with their sources.
+// The GEMM curve's efficiency caps and k half-points are per GPU type
+// (GemmCurve, below).
 struct ArchConstants {
   int num_sms;
-  double gemm_max_efficiency;
   int gemm_tile_m, gemm_tile_n;
-  double gemm_k_half;
   double attention_fwd_efficiency, attention_bwd_efficiency;
   double attention_seq_half, attention_head_dim_half;
   double hbm_efficiency;
@@ -20,14 +20,9 @@ struct ArchConstants {
 };
 
 // Ampere (A100 SXM4): 108 SMs (NVIDIA A100 whitepaper).
-// - GEMM 0.78 and HBM 0.70: calibrated on the 19 A100 training runs of
-//   docs/validation.md (Megatron-LM 2021-22, cuBLAS 11, its own fused
-//   kernels), one fit for all rows. Today's cuBLAS reaches 0.87 (MAMF 271.2 of
-//   312 TFLOP/s, torch 2.6; stas00/ml-engineering, "Maximum Achievable Matmul
-//   FLOPS comparison table"); measured kernels in the database override both.
+// - HBM 0.70: calibrated with the GEMM cap (A100's GemmCurve, below) on the 19
+//   A100 training runs of docs/validation.md.
 // - Tile 128x256: the largest cuBLAS/CUTLASS sm80 bf16 tile (256x128 kernels).
-// - k_half 128: two 64-deep k-blocks of prologue/epilogue per tile; fits H100's
-//   2048^3 cuBLAS measurement (see Hopper) and is kept for every arch.
 // - Attention (FlashAttention-2, the Ampere kernel): forward 0.80 / backward 0.66
 //   asymptotes with seq_half 256 and head_dim_half 16 reproduce FA2 on A100:
 //   178 TFLOP/s at b=16 hq=32 s=1024 d=128 (liangan1/GPU_travel flash-attn
@@ -37,13 +32,9 @@ struct ArchConstants {
 //   absorbs the 2021 element-wise kernels' extra passes.
 // - Launch 2.5 us: estimate of a near-empty kernel's duration (launch, ramp,
 //   tail) under CUDA-event timing.
-constexpr ArchConstants kAmpere{108, 0.78, 128, 256, 128, 0.80, 0.66, 256, 16, 0.70, 2.5};
+constexpr ArchConstants kAmpere{108, 128, 256, 0.80, 0.66, 256, 16, 0.70, 2.5};
 
 // Hopper (H100/H200 SXM): 132 SMs (NVIDIA H100 whitepaper).
-// - GEMM 0.80: MAMF 794.5 of 989 TFLOP/s (ml-engineering table; "H200 is the
-//   same"); the model then gives 8192^3 = ~755 TFLOP/s (torch matmul measured
-//   736-798, zzc0721/torch-performance-test-data#79; cuBLAS 742.7 in
-//   pytorch/pytorch#100850) and 2048^3 = ~650 (measured 645-677).
 // - Tile 128x256: cuBLAS sm90 bf16 kernels for large shapes (128x256x64 warp-
 //   specialized tiles).
 // - Attention (FlashAttention-3 / cuDNN fused attention, what Megatron-Core with
@@ -54,19 +45,25 @@ constexpr ArchConstants kAmpere{108, 0.78, 128, 256, 128, 0.80, 0.66, 256, 16, 0
 //   (FA3: 1.5-1.75x FA2's ~300).
 // - HBM 0.87, launch 2.0 us: estimates as for Ampere (84% measured for coalesced
 //   loads on H100, mikamirai.com/blog/gpu-memory-bandwidth).
-constexpr ArchConstants kHopper{132, 0.80, 128, 256, 128, 0.85, 0.66, 256, 32, 0.87, 2.0};
+constexpr ArchConstants kHopper{132, 128, 256, 0.85, 0.66, 256, 32, 0.87, 2.0};
 
 // Blackwell (B200): 148 SMs (NVIDIA Blackwell datasheet).
-// - GEMM 0.78: MAMF 1745 of 2250 TFLOP/s (ml-engineering table, torch 2.7.1).
 // - Tile 128x256 per SM (a 2-SM 256x256 UMMA tile is 128x256 per SM).
 // - Attention (FlashAttention-4 / cuDNN on sm100): forward 0.80 / backward 0.71
 //   with head_dim_half 16 give 1535 / 1360 TFLOP/s at b=4 h=16 s=8192 d=128
 //   (Dao-AILab/flash-attention#2280: fwd 1534.8, bwd 1359.8; causal fwd 1418).
 // - HBM 0.85, launch 2.0 us: estimates.
-constexpr ArchConstants kBlackwell{148, 0.78, 128, 256, 128, 0.80, 0.71, 256, 16, 0.85, 2.0};
+constexpr ArchConstants kBlackwell{148, 128, 256, 0.80, 0.71, 256, 16, 0.85, 2.0};
 
-GpuSpec make(std::string_view name, const ArchConstants& a, double bf16_tflops, double fp8_tflops,
-             double fp8_efficiency, double hbm_GBps, double hbm_GB) {
+// The GEMM curve of one GPU type: efficiency cap and k half-point per input
+// type (bf16; FP8, unused without FP8 tensor cores).
+struct GemmCurve {
+  double bf16_efficiency, bf16_k_half;
+  double fp8_efficiency, fp8_k_half;
+};
+
+GpuSpec make(std::string_view name, const ArchConstants& a, const GemmCurve& c, double bf16_tflops,
+             double fp8_tflops, double hbm_GBps, double hbm_GB) {
   GpuSpec g;
   g.name = std::string(name);
   g.num_sms = a.num_sms;
@@ -74,11 +71,12 @@ GpuSpec make(std::string_view name, const ArchConstants& a, double bf16_tflops, 
   g.fp8_flops = fp8_tflops * 1e12;
   g.hbm_Bps = hbm_GBps * 1e9;
   g.hbm_bytes = hbm_GB * 1e9;
-  g.gemm_max_efficiency = a.gemm_max_efficiency;
-  g.gemm_fp8_max_efficiency = fp8_efficiency;
+  g.gemm_max_efficiency = c.bf16_efficiency;
+  g.gemm_fp8_max_efficiency = c.fp8_efficiency;
   g.gemm_tile_m = a.gemm_tile_m;
   g.gemm_tile_n = a.gemm_tile_n;
-  g.gemm_k_half = a.gemm_k_half;
+  g.gemm_k_half = c.bf16_k_half;
+  g.gemm_fp8_k_half = c.fp8_k_half;
   g.attention_fwd_efficiency = a.attention_fwd_efficiency;
   g.attention_bwd_efficiency = a.attention_bwd_efficiency;
   g.attention_seq_half = a.attention_seq_half;
@@ -93,15 +91,36 @@ GpuSpec make(std::string_view name, const ArchConstants& a, double bf16_tflops, 
 // H100 SXM5: 989.4 bf16, 1978.9 FP8, 80 GB HBM3 at 3350 GB/s.
 // H200 SXM: H100's compute, 141 GB HBM3e at 4800 GB/s.
 // B200 (DGX B200): 2250 bf16, 4500 FP8, 180 GB HBM3e at 8000 GB/s.
-// FP8 GEMM efficiency: MAMF float8_e4m3fn, ml-engineering table (H100 1402.6
-// = 70.9%, H200 1453.4 = 73.4%, B200 3432.5 = 76.3%).
+// GEMM curves (docs/compute.md, "Constants per GPU type").
+// - A100: cap 0.78 calibrated with HBM 0.70 on the 19 A100 training runs of
+//   docs/validation.md (Megatron-LM 2021-22, cuBLAS 11, its own fused
+//   kernels), one fit for all rows; today's cuBLAS reaches 0.87 (MAMF 271.2 of
+//   312 TFLOP/s, torch 2.6; stas00/ml-engineering, "Maximum Achievable Matmul
+//   FLOPS comparison table"). k_half 128: two 64-deep k-blocks of prologue and
+//   epilogue per tile. No FP8 tensor cores.
+// - H100 and H200 (Hopper, the same GH100 compute at 700 W): fitted to the
+//   H100 rows of the measured database data/kernels.csv (cuBLAS via torch
+//   2.11, 2026-11-23; 252 bf16 and 246 FP8 e4m3 GEMMs) by
+//   scripts/fit_gemm_curve.py: the cap and k_half per input type minimizing
+//   the median |ln(measured / modelled)|. H100 measured/modelled median 1.088
+//   -> 1.001 (bf16), 1.094 -> 0.985 (FP8). The H200's own rows (measured the
+//   same day) give 1.014 and 0.996 with these constants; fitted alone they
+//   would give 0.73/224 and 0.68/576, within 2%. The caps sit below MAMF's
+//   best shape (bf16 80.3%, FP8 70.9%): they are the asymptote of the shapes
+//   training runs, k_half takes the per-tile cost of short k (FP8's larger).
+// - B200: MAMF bf16 1745.0 of 2250 TFLOP/s (77.6%), FP8 e4m3 3432.5 of 4500
+//   (76.3%) (ml-engineering table, torch 2.7.1); k_half 128 as A100.
+constexpr GemmCurve kA100Gemm{0.78, 128, 0, 128};
+constexpr GemmCurve kHopperGemm{0.75, 240, 0.69, 608};
+constexpr GemmCurve kB200Gemm{0.78, 128, 0.76, 128};
+
 std::vector<GpuSpec> make_presets() {
   return {
-      make("A100-SXM4-40GB", kAmpere, 312, 0, 0, 1555, 40),
-      make("A100-SXM4-80GB", kAmpere, 312, 0, 0, 2039, 80),
-      make("H100-SXM5-80GB", kHopper, 989.4, 1978.9, 0.71, 3350, 80),
-      make("H200-SXM-141GB", kHopper, 989.4, 1978.9, 0.73, 4800, 141),
-      make("B200-SXM-180GB", kBlackwell, 2250, 4500, 0.76, 8000, 180),
+      make("A100-SXM4-40GB", kAmpere, kA100Gemm, 312, 0, 1555, 40),
+      make("A100-SXM4-80GB", kAmpere, kA100Gemm, 312, 0, 2039, 80),
+      make("H100-SXM5-80GB", kHopper, kHopperGemm, 989.4, 1978.9, 3350, 80),
+      make("H200-SXM-141GB", kHopper, kHopperGemm, 989.4, 1978.9, 4800, 141),
+      make("B200-SXM-180GB", kBlackwell, kB200Gemm, 2250, 4500, 8000, 180),
   };
 }
 
@@ -145,6 +164,7 @@ Status validate_gpu_spec(const GpuSpec& g) {
     return bad("gemm_fp8_max_efficiency must be in (0, 1]");
   if (g.gemm_tile_m <= 0 || g.gemm_tile_n <= 1) return bad("GEMM tile must be positive");
   if (!(g.gemm_k_half > 0)) return bad("gemm_k_half must be > 0");
+  if (g.fp8_flops > 0 && !(g.gemm_fp8_k_half > 0)) return bad("gemm_fp8_k_half must be > 0");
   if (!fraction(g.attention_fwd_efficiency) || !fraction(g.attention_bwd_efficiency))
     return bad("attention efficiencies must be in (0, 1]");
   if (!(g.attention_seq_half > 0) || !(g.attention_head_dim_half > 0))

@@ -29,7 +29,8 @@ struct GpuSpec {
   double gemm_fp8_max_efficiency = 0;  // FP8 GEMM, same (unused without FP8)
   int gemm_tile_m = 0;                 // output tile of one SM for large GEMMs
   int gemm_tile_n = 0;
-  double gemm_k_half = 0;               // k at which the main loop is half the tile's time
+  double gemm_k_half = 0;      // bf16 GEMM: k at which the main loop is half the tile's time
+  double gemm_fp8_k_half = 0;  // FP8 GEMM, same (unused without FP8)
   double attention_fwd_efficiency = 0;  // asymptote (long sequence, large head dim)
   double attention_bwd_efficiency = 0;
   double attention_seq_half = 0;       // keys per query at half efficiency

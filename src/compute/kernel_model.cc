@@ -43,15 +43,16 @@ bool is_fp8(DType d) {
 struct Rate {
   double peak;
   double gemm_eff;
+  double gemm_k_half;
   double attention_scale;  // attention caps scale with the GEMM cap of the type
 };
 
 Rate rate_of(const GpuSpec& g, DType d) {
   if (is_fp8(d) && g.fp8_flops > 0)
-    return {g.fp8_flops, g.gemm_fp8_max_efficiency,
+    return {g.fp8_flops, g.gemm_fp8_max_efficiency, g.gemm_fp8_k_half,
             g.gemm_fp8_max_efficiency / g.gemm_max_efficiency};
-  if (d == DType::kFloat32) return {g.bf16_flops / 2, g.gemm_max_efficiency, 1};
-  return {g.bf16_flops, g.gemm_max_efficiency, 1};
+  if (d == DType::kFloat32) return {g.bf16_flops / 2, g.gemm_max_efficiency, g.gemm_k_half, 1};
+  return {g.bf16_flops, g.gemm_max_efficiency, g.gemm_k_half, 1};
 }
 
 double dbl(std::int64_t v) {
@@ -117,7 +118,7 @@ double KernelModel::gemm_s(const Kernel& k) const {
       const double tm = gpu_.gemm_tile_m / t.m_div;
       const double tn = gpu_.gemm_tile_n / t.n_div;
       const double tiles = ceil_div(dbl(k.m), tm) * ceil_div(dbl(k.n), tn) * dbl(k.batch);
-      const double wave = 2 * tm * tn * (dbl(k.k) + gpu_.gemm_k_half) / (sm_rate * t.rate);
+      const double wave = 2 * tm * tn * (dbl(k.k) + r.gemm_k_half) / (sm_rate * t.rate);
       compute = std::min(compute, ceil_div(tiles, sms) * wave);
     }
   }

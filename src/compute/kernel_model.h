@@ -7,7 +7,8 @@
 // type (docs/compute.md gives them and their calibration).
 //
 // The curves (E = the GPU's efficiency cap for the kernel's type, P = its
-// peak for the input type, S = SMs, L = launch overhead):
+// peak for the input type, k_half = the GPU's GEMM k half-point for the type,
+// S = SMs, L = launch overhead):
 //   GEMM       tiles of tm x tn (the GPU's large tile, or tm x tn/2 at 0.9 of
 //              its rate; the faster is taken, as cuBLAS's heuristics would):
 //              waves = ceil(ceil(m/tm) ceil(n/tn) batch / S),

@@ -51,7 +51,8 @@ TEST(GpuSpecTest, VendorPeaksAreDense) {
 
 TEST(GpuSpecTest, OneCalibrationPerArchitecture) {
   // The A100s differ only in memory; H100 and H200 share Hopper's curves
-  // (their FP8 GEMM maxima were measured separately).
+  // (the GEMM curve fitted to the H100's measured GEMMs, which the H200's
+  // rows match within 2%: KernelModelFitTest).
   const GpuSpec a40 = *gpu_spec("A100-SXM4-40GB");
   const GpuSpec a80 = *gpu_spec("A100-SXM4-80GB");
   EXPECT_DOUBLE_EQ(a40.gemm_max_efficiency, a80.gemm_max_efficiency);
@@ -59,6 +60,9 @@ TEST(GpuSpecTest, OneCalibrationPerArchitecture) {
   const GpuSpec h100 = *gpu_spec("H100-SXM5-80GB");
   const GpuSpec h200 = *gpu_spec("H200-SXM-141GB");
   EXPECT_DOUBLE_EQ(h100.gemm_max_efficiency, h200.gemm_max_efficiency);
+  EXPECT_DOUBLE_EQ(h100.gemm_fp8_max_efficiency, h200.gemm_fp8_max_efficiency);
+  EXPECT_DOUBLE_EQ(h100.gemm_k_half, h200.gemm_k_half);
+  EXPECT_DOUBLE_EQ(h100.gemm_fp8_k_half, h200.gemm_fp8_k_half);
   EXPECT_DOUBLE_EQ(h100.attention_bwd_efficiency, h200.attention_bwd_efficiency);
   EXPECT_DOUBLE_EQ(h100.launch_overhead_us, h200.launch_overhead_us);
 }
@@ -88,6 +92,7 @@ TEST(GpuSpecTest, ValidateRejectsEachBadField) {
        "gemm_fp8_max_efficiency must be in (0, 1]"},
       {[](GpuSpec& g) { g.gemm_tile_n = 1; }, "GEMM tile must be positive"},
       {[](GpuSpec& g) { g.gemm_k_half = 0; }, "gemm_k_half must be > 0"},
+      {[](GpuSpec& g) { g.gemm_fp8_k_half = 0; }, "gemm_fp8_k_half must be > 0"},
       {[](GpuSpec& g) { g.attention_bwd_efficiency = 0; },
        "attention efficiencies must be in (0, 1]"},
       {[](GpuSpec& g) { g.attention_seq_half = 0; }, "attention half points must be > 0"},
@@ -101,9 +106,10 @@ TEST(GpuSpecTest, ValidateRejectsEachBadField) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(s.message(), std::string("GPU spec 'H100-SXM5-80GB': ") + c.message);
   }
-  // No FP8 tensor cores: the FP8 efficiency is not used.
+  // No FP8 tensor cores: the FP8 efficiency and k half-point are not used.
   GpuSpec a100 = *gpu_spec("A100-SXM4-80GB");
   a100.gemm_fp8_max_efficiency = 0;
+  a100.gemm_fp8_k_half = 0;
   EXPECT_TRUE(validate_gpu_spec(a100).is_ok());
 }
 

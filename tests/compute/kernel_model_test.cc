@@ -30,8 +30,11 @@ double peak(const GpuSpec& g, DType d) {
 // ---- Calibration against published measurements (docs/compute.md) ----
 
 TEST(KernelModelCalibrationTest, LargeGemms) {
+  // H100: the curve is fitted to the measured database (KernelModelFitTest);
+  // there 16384x13312x8192 runs at 731 TFLOP/s bf16 and 1208 FP8. Published
+  // torch matmul at 8192^3: 736-798 (best shapes, older cuBLAS).
   const Kernel big = gemm(8192, 8192, 8192);
-  EXPECT_GT(tflops(model("H100-SXM5-80GB"), big), 700);  // cuBLAS: 736-798
+  EXPECT_GT(tflops(model("H100-SXM5-80GB"), big), 680);
   EXPECT_LT(tflops(model("H100-SXM5-80GB"), big), 780);
   // A100: calibrated on 2021-22 Megatron-LM runs (docs/validation.md), below
   // today's cuBLAS (~270).
@@ -42,8 +45,9 @@ TEST(KernelModelCalibrationTest, LargeGemms) {
   EXPECT_LT(tflops(model("H100-SXM5-80GB"), big8), 1400);
   EXPECT_GT(tflops(model("B200-SXM-180GB"), big), 1550);  // MAMF 1745
   EXPECT_LT(tflops(model("B200-SXM-180GB"), big), 1760);
-  // 2048^3 on H100: measured 645-677.
-  EXPECT_NEAR(tflops(model("H100-SXM5-80GB"), gemm(2048, 2048, 2048)), 650, 40);
+  // 2048^3 on H100: published 645-677 (zzc0721/torch-performance-test-data#79);
+  // the database's short-k rows (k < 4096) put the fitted curve ~8% lower.
+  EXPECT_NEAR(tflops(model("H100-SXM5-80GB"), gemm(2048, 2048, 2048)), 620, 40);
 }
 
 TEST(KernelModelCalibrationTest, SmallGemmsAreFarBelowPeak) {
