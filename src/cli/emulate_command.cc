@@ -16,8 +16,9 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
   app_->footer(
       "Example: prism emulate job.yaml --real-ranks 0,63 -- build/bin/rank_player\n"
       "Exit status: 0 every real rank finished, 1 error (a rank crashed, hung, or did what the "
-      "graph does not), 4 a rank ran out of memory, 128+N ended by signal N (SIGINT: 130, SIGTERM: "
-      "143; the real ranks stopped first).");
+      "graph does not), 4 a rank ran out of memory, 6 a --fail-node failure hung the job (the "
+      "real ranks stopped; summary and report still written), 128+N ended by signal N (SIGINT: "
+      "130, SIGTERM: 143; the real ranks stopped first).");
   job_.add_to(app_);
   app_->add_option("--real-ranks", options_.real_ranks, "Ranks to run for real, e.g. 0,4095 or 0-3")
       ->required()
@@ -85,11 +86,13 @@ EmulateCommand::EmulateCommand(CLI::App& parent)
   memory_.add_to(app_);
   what_if_.add_to(app_);
   // The virtual ranks and the network are perturbed; the real ranks run
-  // for real, so a node failure is refused (docs/emulate.md, "What-if").
+  // for real, so only a node of virtual ranks fails (docs/emulate.md,
+  // "What-if").
   what_if_.fail_node_option->description(
-      "Refused by prism emulate (run it with prism simulate or prism replay): the real ranks "
-      "would block for real in the failed node's collectives");
-  what_if_.nccl_timeout_option->description("With --fail-node, which prism emulate refuses");
+      "What if node N, a node of virtual ranks only, failed at TIME (e.g. 1@1.5s): its ranks "
+      "stop; once the job hangs, the real ranks waiting in its collectives are told and stopped, "
+      "as NCCL's watchdog would end them, and the summary names what blocks, who waits, the "
+      "hang and the watchdog (exit status 6)");
   app_->add_option("PROGRAM", options_.program,
                    "The program to run for each real rank, after -- (none with --external-ranks)")
       ->type_name("PROGRAM ARGS...");
@@ -127,6 +130,7 @@ Result<int> EmulateCommand::run() const {
   std::fflush(stdout);
   PRISM_RETURN_IF_ERROR(emulation.write_outputs(result));
   if (!result.summary.out_of_memory.empty()) return kExitOutOfMemory;
+  if (result.summary.hung()) return kExitNodeFailure;
   return result.real_rank_failed ? 1 : 0;
 }
 

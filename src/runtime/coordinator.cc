@@ -7,11 +7,12 @@
 #include <fmt/ranges.h>
 
 #include "runtime/coordinator_impl.h"
+#include "simulation/node_failure.h"
 
 namespace prism::runtime {
 namespace {
 
-ReplayOptions replay_options(const CoordinatorOptions& o) {
+ReplayOptions replay_options(const ExecutionGraph& g, const CoordinatorOptions& o) {
   ReplayOptions r;
   r.fold = o.fold;
   r.live_ranks = o.live_ranks;
@@ -22,6 +23,11 @@ ReplayOptions replay_options(const CoordinatorOptions& o) {
   r.jitter_ppm = o.jitter_ppm;
   r.jitter_seed = o.jitter_seed;
   r.fold_tags = o.fold_tags;
+  if (o.failure) {
+    add_failure_fold_tags(o.failed_ranks, g.world_size(), r.fold_tags);
+    r.failed_ranks = o.failed_ranks;
+    r.fail_at = o.failure->at;
+  }
   return r;
 }
 
@@ -62,10 +68,12 @@ Coordinator::Impl::Impl(const ExecutionGraph& g, const ReplayModels& models,
     : g_(g),
       options_(std::move(options)),
       live_(live_options(g, options_), *this),
-      replay_(g, replay_options(options_), models, this) {
+      replay_(g, replay_options(g, options_), models, this) {
   ranks_.reserve(options_.live_ranks.size());
   for (Rank r : options_.live_ranks) {
     PRISM_CHECK(r >= 0 && r < g.world_size(), "live rank outside the job");
+    PRISM_CHECK(!std::binary_search(options_.failed_ranks.begin(), options_.failed_ranks.end(), r),
+                "a live rank on the failed node");
     index_of_[r] = ranks_.size();
     ranks_.emplace_back(g, r);
   }
@@ -334,8 +342,25 @@ void Coordinator::Impl::finish_if_done() {
   if (all_done || replay_.stopped()) return live_.finish();
   if (next_event_ == SimTime::never() && horizon() == SimTime::never()) {
     // Every live rank waits for an op the replay can no longer complete.
-    live_.fail(deadlock_error(replay_.finish(live_times())));
+    ReplayResult r = replay_.finish(live_times());
+    if (options_.failure && r.outcome == ReplayResult::Outcome::kDeadlock)
+      return end_hung(std::move(r));
+    live_.fail(deadlock_error(r));
   }
+}
+
+// The node failure hung the job: the live ranks still in it are told, as
+// their NCCL watchdogs would end them, and the run ends with the result.
+void Coordinator::Impl::end_hung(ReplayResult r) {
+  r.failure =
+      node_failure_replay(*options_.failure, options_.failed_ranks, options_.nccl_timeout, r);
+  for (LiveRank& s : ranks_) {
+    if (s.done || !live_.open(s.rank)) continue;
+    send(s, wire::Error{wire::ErrorCode::kAborted, hang_text(s, *r.failure)});
+    live_.close(s.rank);
+  }
+  hung_ = std::move(r);
+  live_.finish();
 }
 
 Status Coordinator::Impl::closed(Rank r, const Status& why) {

@@ -15,17 +15,21 @@
 // and one message naming the rank and what it was doing: a rank that hangs
 // up without a goodbye, stays silent past the timeout, never connects,
 // sends a malformed message, or does something the graph does not have.
+// A simulated node failure (CoordinatorOptions::failure) that hangs the job
+// is a result, not an error: the live ranks are told and the run ends.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/graph.h"
 #include "replay/live_replay.h"
+#include "simulation/what_if.h"
 #include "slicing/capture_file.h"
 #include "util/status.h"
 #include "wire/address.h"
@@ -48,6 +52,16 @@ struct CoordinatorOptions {
   std::int64_t jitter_ppm = 0;
   std::uint64_t jitter_seed = 0;
   std::vector<std::int64_t> fold_tags;
+  // A node failure (--fail-node; simulation/node_failure.h): the ranks of
+  // `failed_ranks` (ascending, none of them live) stop at failure->at. When
+  // the live ranks that have not said goodbye all wait for ops that never
+  // complete, and the replay has nothing left to run, the run ends as a
+  // hang instead of an error: each of those ranks is told (`aborted`, with
+  // the op it waits in and when its NCCL watchdog would fire, after
+  // `nccl_timeout`) and closed, and the result's replay carries the failure.
+  std::optional<NodeFailure> failure;
+  std::vector<Rank> failed_ranks;
+  SimTime nccl_timeout = kDefaultNcclTimeout;
 };
 
 // One live rank's emulated time, per iteration (means over its iterations).
@@ -55,6 +69,7 @@ struct LiveRankReport {
   Rank rank = 0;
   std::int64_t pid = 0;
   int exit_code = 0;                     // from its goodbye
+  bool said_bye = false;                 // false: the run ended without it (a hang)
   int iterations = 1;                    // iteration markers seen (at least 1)
   SimTime iteration_time;                // mean over its iterations
   std::vector<SimTime> iteration_times;  // each iteration's, in order
@@ -78,7 +93,9 @@ struct LiveRankReport {
 using LiveCompute = MeasuredSlice;  // replay/result.h
 
 struct CoordinatorResult {
-  ReplayResult replay;                // live ranks included, as real ones
+  // Live ranks included, as real ones. With options.failure: its failure
+  // (node_failure_replay), hung when the failure stopped the job.
+  ReplayResult replay;
   std::vector<LiveRankReport> live;   // options.live_ranks order
   std::vector<RankCapture> captures;  // when options.capture
   std::vector<LiveCompute> computed;  // every live rank's reported compute, by rank then time

@@ -100,6 +100,7 @@ class Coordinator::Impl : public LivePolicy, public LiveListener {
   void send(LiveRank& s, const wire::Message& m);
   void progress();
   void finish_if_done();
+  void end_hung(ReplayResult r);
 
   // coordinator_report.cc
   std::string last_op_text(const LiveRank& s) const;
@@ -111,6 +112,7 @@ class Coordinator::Impl : public LivePolicy, public LiveListener {
   std::vector<LiveRankTimes> live_times() const;
   LiveRankReport report_of(const LiveRank& s) const;
   Status deadlock_error(const ReplayResult& r) const;
+  std::string hang_text(const LiveRank& s, const NodeFailureReplay& f) const;
 
   const ExecutionGraph& g_;
   CoordinatorOptions options_;
@@ -119,6 +121,7 @@ class Coordinator::Impl : public LivePolicy, public LiveListener {
   std::vector<LiveRank> ranks_;  // options_.live_ranks order
   std::map<Rank, std::size_t> index_of_;
   SimTime next_event_ = SimTime::zero();
+  std::optional<ReplayResult> hung_;  // the replay a node failure hung (end_hung)
   // Live ranks' splits, to keep them consistent with one another: (the
   // parent's members, the split's number on it, color) -> (the rank, the
   // group it was given).

@@ -6,6 +6,7 @@
 
 #include "runtime/coordinator_impl.h"
 #include "runtime/launcher.h"
+#include "simulation/node_failure.h"
 
 namespace prism::runtime {
 namespace {
@@ -33,8 +34,23 @@ Result<CoordinatorResult> Coordinator::Impl::run(const std::function<Status()>& 
   progress();
   PRISM_RETURN_IF_ERROR(live_.run(tick));
   CoordinatorResult out;
-  out.replay = replay_.finish(live_times());
-  if (out.replay.outcome == ReplayResult::Outcome::kDeadlock) return deadlock_error(out.replay);
+  if (hung_) {
+    out.replay = std::move(*hung_);
+  } else {
+    out.replay = replay_.finish(live_times());
+    // Every live rank said goodbye, and virtual ranks still wait: on the
+    // failed node, when it failed.
+    if (options_.failure)
+      out.replay.failure = node_failure_replay(*options_.failure, options_.failed_ranks,
+                                               options_.nccl_timeout, out.replay);
+  }
+  // A rank that left with ops of the graph not entered is at fault, not the
+  // failure.
+  const bool left_early = std::any_of(ranks_.begin(), ranks_.end(), [](const LiveRank& s) {
+    return s.done && s.matcher.remaining() > 0;
+  });
+  if (out.replay.outcome == ReplayResult::Outcome::kDeadlock && (!out.replay.failure || left_early))
+    return deadlock_error(out.replay);
   for (const LiveRank& s : ranks_) {
     out.live.push_back(report_of(s));
     if (options_.capture) out.captures.push_back(s.capture);
@@ -132,6 +148,7 @@ LiveRankReport Coordinator::Impl::report_of(const LiveRank& s) const {
   r.rank = s.rank;
   r.pid = s.pid;
   r.exit_code = s.exit_code;
+  r.said_bye = s.done;
   r.finish = m.finish;
   r.iterations = s.marks.count();
   r.iteration_times = iteration_lengths(s.marks, m.finish);
@@ -149,6 +166,23 @@ LiveRankReport Coordinator::Impl::report_of(const LiveRank& s) const {
   r.peak_allocated = Bytes{s.peak_allocated};
   r.nccl = Bytes{s.nccl_bytes};
   return r;
+}
+
+// What a live rank is told when the node failure hung the job: the op it
+// waits in and when its ProcessGroupNCCL watchdog would have aborted it.
+std::string Coordinator::Impl::hang_text(const LiveRank& s, const NodeFailureReplay& f) const {
+  std::optional<SimTime> since;
+  for (const NodeFailureReplay::Blocked& b : f.blocked)
+    if (std::binary_search(b.waiting.begin(), b.waiting.end(), s.rank))
+      since = since ? min(*since, b.since) : b.since;
+  std::string out = fmt::format(
+      "the emulation ended: node {} failed at {} and the job hangs (no op completes after {}); "
+      "{}",
+      f.node, ms(f.at), ms(f.hang_at), waiting_text(s));
+  if (since)
+    out += fmt::format("; its NCCL watchdog (--nccl-timeout {:g} s) would abort it at {:.6f} s",
+                       static_cast<double>(f.timeout.ns) / 1e9, (*since + f.timeout).seconds());
+  return out;
 }
 
 Status Coordinator::Impl::deadlock_error(const ReplayResult& r) const {

@@ -23,6 +23,7 @@ struct EmulateSummary {
   // and measured compute.
   CoordinatorResult emulated;
   SimTime predicted_iteration_time;  // the pure replay's
+  bool predicted_completed = true;   // false: the pure replay hung (--fail-node)
   std::vector<SimTime> predicted;    // per real rank: its pure-replay iteration time
   std::string out_of_memory;         // the OOM's text when the emulation ended with one
   // With what-if options: the pure replay perturbed (predicted_iteration_time)
@@ -36,6 +37,9 @@ struct EmulateSummary {
   bool oversubscribed() const {
     return !external && host_cores > 0 && static_cast<int>(emulated.live.size()) + 1 > host_cores;
   }
+  // A node failure (--fail-node) hung the emulation: emulated.replay.failure
+  // says where, and the real ranks were stopped.
+  bool hung() const { return emulated.replay.failure && emulated.replay.failure->hung; }
   // The headline: the emulated iteration, never below a real rank's own
   // (the replay's is its ranks' longest iteration; a real rank's mean
   // includes what its process did between iterations).

@@ -21,6 +21,7 @@
 #include "report/summary.h"
 #include "runtime/launcher.h"
 #include "runtime/slice_capture.h"
+#include "simulation/node_failure.h"
 #include "simulation/simulation.h"
 #include "util/file.h"
 #include "util/interrupt.h"
@@ -106,6 +107,7 @@ Emulation::~Emulation() {
 Result<EmulationResult> Emulation::run() {
   PRISM_RETURN_IF_ERROR(prepare());
   PRISM_RETURN_IF_ERROR(choose_graph());
+  PRISM_RETURN_IF_ERROR(prepare_failure());
   PRISM_RETURN_IF_ERROR(interruption());
   const ExecutionGraph& g = *graph_;
   if (!options_.save_graph_path.empty())
@@ -131,6 +133,7 @@ Result<EmulationResult> Emulation::run() {
   if (options_.external_ranks) s.program = "started elsewhere (--external-ranks)";
   s.external = options_.external_ranks;
   s.predicted_iteration_time = pure.iteration_time;
+  s.predicted_completed = pure.outcome == ReplayResult::Outcome::kCompleted;
   s.predicted = predicted_times(pure, real_);
   if (pure.what_if) s.what_if = what_if_comparison(pure);
   s.host_cores = host_cores();
@@ -183,14 +186,34 @@ Status Emulation::prepare_what_if() {
           format_rank_list(st.ranks), st.factor, r, options_.real_ranks));
     }
   }
-  if (what_if_.failure)
-    return Status::invalid_argument(fmt::format(
-        "{}: prism emulate does not fail nodes: the real ranks would block for real in the "
-        "failed node's collectives, and ending their processes as NCCL's watchdog would is not "
-        "built; run the failure with prism simulate or prism replay (docs/emulate.md, "
-        "\"What-if\")",
-        describe(*what_if_.failure)));
+  if (what_if_.failure) {
+    const int per_node = job_.job.cluster.gpus_per_node;
+    PRISM_RETURN_IF_ERROR(refuse_failed_real_rank([&](Rank r) { return r / per_node; }));
+  }
   return check_link_degradations(what_if_.links, job_.job.cluster);
+}
+
+// A real rank's node cannot fail: its process is the user's, on this host,
+// and runs on whatever the emulator does.
+Status Emulation::refuse_failed_real_rank(const std::function<int(Rank)>& node_of) const {
+  for (Rank r : real_) {
+    if (node_of(r) != what_if_.failure->node) continue;
+    return Status::invalid_argument(fmt::format(
+        "{}: node {} holds real rank {} (--real-ranks {}): a real rank's node cannot be failed "
+        "by the emulator; fail a node of virtual ranks only",
+        describe(*what_if_.failure), what_if_.failure->node, r, options_.real_ranks));
+  }
+  return Status::ok();
+}
+
+// The failed node's ranks in the graph emulated against, none of them real
+// (a --graph may place ranks otherwise than the job's cluster).
+Status Emulation::prepare_failure() {
+  if (!what_if_.failure) return Status::ok();
+  const ExecutionGraph& g = *graph_;
+  PRISM_RETURN_IF_ERROR(refuse_failed_real_rank([&](Rank r) { return g.layout.node_of(r); }));
+  PRISM_ASSIGN_OR_RETURN(failed_, node_failure_ranks(g, *what_if_.failure));
+  return Status::ok();
 }
 
 // The graph: one given with --graph, the model's, or, for a program's job,
@@ -265,6 +288,9 @@ Result<CoordinatorResult> Emulation::emulate() {
     models_options.degraded_links = what_if_.links;
     co.fold_tags = link_fold_tags(job_.job.cluster, graph_->world_size(), what_if_.links);
   }
+  co.failure = what_if_.failure;
+  co.failed_ranks = failed_;
+  co.nccl_timeout = what_if_.nccl_timeout;
   ClusterModels models(job_.job.cluster, models_options);
   Coordinator coordinator(what_if_.stragglers.empty() ? *graph_ : perturbed, models.view(), co);
   wire::Address where{wire::Address::Kind::kUnix, dir_ + "/coordinator.sock", "", 0};
@@ -333,6 +359,11 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
     return early_end(
         *store, launcher, [&](Rank r) { return coordinator.connected(r); }, "real");
   });
+  if (done.is_ok() && done.value().replay.failure && done.value().replay.failure->hung) {
+    stop_hung_ranks(launcher, done.value());
+    PRISM_RETURN_IF_ERROR(interruption());
+    return done;
+  }
   if (!done.is_ok()) {
     // Interrupted, the ranks are stopped at once, not waited for.
     const Status why =
@@ -357,6 +388,29 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
   launcher.terminate_all(std::chrono::milliseconds(2000));
   PRISM_RETURN_IF_ERROR(interruption());
   return done;
+}
+
+// The node failure hung the job, and the coordinator told each real rank
+// still in it why (`aborted`), as its NCCL watchdog would have ended it:
+// they get a moment to end on their own (a program prints the error), then
+// whatever still runs is stopped. Their exits go to the report; none is a
+// failure of the run.
+void Emulation::stop_hung_ranks(Launcher& launcher, CoordinatorResult& result) {
+  launcher.wait_all(Launcher::kShutdownGrace, [] { return caught_signal() != 0; });
+  for (const RankExit& e : launcher.terminate_all(Launcher::kShutdownGrace)) {
+    for (LiveRankReport& r : result.live) {
+      if (r.rank != e.rank) continue;
+      if (!r.said_bye)
+        fmt::print(stderr, "prism emulate: real rank {} (pid {}), told that the job hangs, {}\n",
+                   e.rank, e.pid, e.describe());
+      else if (e.how != RankExit::How::kExited || e.code != 0)
+        fmt::print(stderr, "prism emulate: real rank {} (pid {}) {}\n", e.rank, e.pid,
+                   e.describe());
+      r.exit_code = e.how == RankExit::How::kSignaled ? 128 + e.code
+                    : e.how == RankExit::How::kExited ? e.code
+                                                      : -1;
+    }
+  }
 }
 
 Status Emulation::write_outputs(const EmulationResult& r) const {

@@ -25,6 +25,7 @@
 #include "report/chrome_trace.h"
 #include "runtime/coordinator.h"
 #include "runtime/emulate_report.h"
+#include "runtime/launcher.h"
 #include "runtime/real_ranks.h"
 #include "simulation/cluster_models.h"
 #include "simulation/job.h"
@@ -94,10 +95,13 @@ class Emulation {
  private:
   Status prepare();
   Status prepare_what_if();
+  Status refuse_failed_real_rank(const std::function<int(Rank)>& node_of) const;
+  Status prepare_failure();
   Status choose_graph();
   Result<ReplayResult> predict() const;
   Result<CoordinatorResult> emulate();
   Result<CoordinatorResult> run_real_ranks(Coordinator& coordinator, const std::string& address);
+  void stop_hung_ranks(Launcher& launcher, CoordinatorResult& result);
   Result<CoordinatorResult> run_external_ranks(Coordinator& coordinator,
                                                const wire::Address& address);
 
@@ -111,6 +115,7 @@ class Emulation {
   ExecutionGraph owned_;  // a loaded or captured graph
   const ExecutionGraph* graph_ = nullptr;
   WhatIf what_if_;
+  std::vector<Rank> failed_;  // the failed node's ranks (--fail-node)
   bool real_rank_failed_ = false;
 };
 

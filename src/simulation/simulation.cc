@@ -1,7 +1,6 @@
 #include "simulation/simulation.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include "report/breakdown.h"
 #include "report/memory_report.h"
 #include "report/summary.h"
+#include "simulation/node_failure.h"
 #include "workload/model_stats.h"
 
 namespace prism {
@@ -151,48 +151,6 @@ Bytes usable_capacity(const DeviceMemoryOptions& d) {
              : d.capacity;
 }
 
-// The failure's effect, from the replay that ran with it.
-NodeFailureReplay failure_report(const NodeFailure& f, const std::vector<Rank>& ranks,
-                                 SimTime timeout, const ReplayResult& r) {
-  NodeFailureReplay out;
-  out.node = f.node;
-  out.ranks = ranks;
-  out.at = f.at;
-  out.timeout = timeout;
-  out.hung = r.outcome == ReplayResult::Outcome::kDeadlock;
-  out.hang_at = r.makespan;
-  std::map<std::string, NodeFailureReplay::Blocked> by_what;
-  for (const BlockedRank& b : r.blocked) {
-    if (b.failed) continue;
-    if (b.since.ns < 0) {
-      ++out.other_blocked_streams;
-      continue;
-    }
-    auto [it, fresh] = by_what.try_emplace(b.waiting_for);
-    NodeFailureReplay::Blocked& x = it->second;
-    if (fresh) {
-      x.what = b.waiting_for;
-      x.since = b.since;
-    }
-    x.waiting.push_back(b.rank);
-    x.since = min(x.since, b.since);
-    if (!out.watchdog_at || b.since + timeout < *out.watchdog_at ||
-        (b.since + timeout == *out.watchdog_at && b.rank < out.watchdog_rank)) {
-      out.watchdog_at = b.since + timeout;
-      out.watchdog_rank = b.rank;
-      out.watchdog_what = b.waiting_for;
-    }
-  }
-  for (auto& [what, x] : by_what) {
-    std::sort(x.waiting.begin(), x.waiting.end());
-    x.waiting.erase(std::unique(x.waiting.begin(), x.waiting.end()), x.waiting.end());
-    out.blocked.push_back(std::move(x));
-  }
-  std::stable_sort(out.blocked.begin(), out.blocked.end(),
-                   [](const auto& a, const auto& b) { return a.since < b.since; });
-  return out;
-}
-
 }  // namespace
 
 Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& cluster,
@@ -205,13 +163,7 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
   ModelOptions model_options = o.models;
   std::vector<Rank> failed;  // the failing node's ranks
   if (o.what_if.failure) {
-    const int nodes = g.layout.num_nodes();
-    if (o.what_if.failure->node >= nodes)
-      return Status::invalid_argument(fmt::format(
-          "{}: node {} does not exist: the graph has nodes {}", describe(*o.what_if.failure),
-          o.what_if.failure->node, nodes == 1 ? "0" : fmt::format("0-{}", nodes - 1)));
-    for (Rank r = 0; r < g.world_size(); ++r)
-      if (g.layout.node_of(r) == o.what_if.failure->node) failed.push_back(r);
+    PRISM_ASSIGN_OR_RETURN(failed, node_failure_ranks(g, *o.what_if.failure));
   }
   if (!o.what_if.empty()) {
     PRISM_RETURN_IF_ERROR(check_link_degradations(o.what_if.links, cluster));
@@ -240,9 +192,7 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
       options.fold_tags = link_fold_tags(cluster, g.world_size(), o.what_if.links);
     }
     if (o.what_if.failure) {
-      // Each failed rank in a class of its own (negative tags are free).
-      options.fold_tags.resize(g.world_size(), 0);
-      for (Rank r : failed) options.fold_tags[r] = -1 - r;
+      add_failure_fold_tags(failed, g.world_size(), options.fold_tags);
       options.failed_ranks = failed;
       options.fail_at = o.what_if.failure->at;
     }
@@ -252,7 +202,7 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
   PRISM_ASSIGN_OR_RETURN(ReplayResult r, replay(run_on, options, models.view()));
   r.what_if = std::move(what_if);
   if (o.what_if.failure)
-    r.failure = failure_report(*o.what_if.failure, failed, o.what_if.nccl_timeout, r);
+    r.failure = node_failure_replay(*o.what_if.failure, failed, o.what_if.nccl_timeout, r);
   if (o.continue_past_oom && r.outcome == ReplayResult::Outcome::kOutOfMemory) {
     SimulationOptions unlimited = o;
     unlimited.continue_past_oom = false;

@@ -356,7 +356,8 @@ std::vector<Case> cases() {
       {"error_nccl_timeout_without_fail_node", {"replay", kGpt, "--nccl-timeout", "30s"}},
       {"error_nccl_timeout_zero", {"replay", kGpt, "--fail-node", "1@3ms", "--nccl-timeout", "0"}},
       // prism emulate's what-if options: parsed as replay's, refused before
-      // any rank starts (a straggler on a real rank, a node failure).
+      // any rank starts (a straggler on a real rank, a failed node holding a
+      // real rank, a fail time after the unperturbed prediction's end).
       {"error_emulate_straggler_real_rank",
        {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0,15", "--straggler", "1,15:2", "--",
         "/bin/true"}},
@@ -369,8 +370,14 @@ std::vector<Case> cases() {
       {"error_emulate_link_degrade_no_such_node",
        {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--link-degrade", "node:2:2", "--",
         "/bin/true"}},
-      {"error_emulate_fail_node",
-       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--fail-node", "1@1ms", "--",
+      {"error_emulate_fail_node_real_rank",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0,9", "--fail-node", "1@1ms", "--",
+        "/bin/true"}},
+      {"error_emulate_fail_node_after_iteration",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--fail-node", "1@1s", "--",
+        "/bin/true"}},
+      {"error_emulate_fail_node_no_such_node",
+       {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--fail-node", "2@1ms", "--",
         "/bin/true"}},
       {"error_emulate_nccl_timeout_without_fail_node",
        {"emulate", kJob, "--no-kernel-db", "--real-ranks", "0", "--nccl-timeout", "30s", "--",

@@ -27,6 +27,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "run_prism.h"
 
@@ -407,6 +408,69 @@ TEST_F(EmulateFaultsTest, BusyMasterPort) {
                        port + ": Address already in use\n");
   EXPECT_FALSE(fs::exists(tmp_ + "/started"));
   EXPECT_FALSE(fs::exists(tmp_ + "/r.json"));
+  expect_clean();
+}
+
+// --fail-node on a node of virtual ranks (docs/emulate.md, "What-if"): node
+// 1 (ranks 8-15, the second pipeline stage) stops mid-iteration, so real
+// rank 0 blocks for good in a pipeline transfer with rank 8. Once every
+// real rank waits for what never completes, the run ends as a hang (exit
+// 6): the summary and the report name the blocked ops, the waiting ranks
+// (real rank 0 among them), the hang and the watchdog; rank 0 is told why
+// and stopped, well before --nccl-timeout or --timeout; nothing is left.
+TEST_F(EmulateFaultsTest, NodeFailureHangsTheJobAndStopsTheRealRank) {
+  const RunResult r =
+      emulate("0", {kPlayer},
+              {"--no-kernel-db", "--fail-node", "1@3ms", "--nccl-timeout", "30s", "--timeout", "20",
+               "--report", "{tmp}/r.json", "--trace", "{tmp}/t.json"});
+  EXPECT_EQ(r.exit_status, 6) << r.out << r.err;
+  EXPECT_LT(seconds_, 15);
+  EXPECT_THAT(r.out, HasSubstr("outcome:            hung: node 1 failed (the iteration did not "
+                               "complete)\n"));
+  EXPECT_THAT(r.out, HasSubstr("what-if:            --fail-node 1@3ms: the replay without real "
+                               "ranks does not complete, vs "));
+  EXPECT_THAT(r.out, HasSubstr("node failure:       node 1 (ranks 8-15) stops at 3.000 ms\n"));
+  EXPECT_THAT(r.out, MatchesRegex("(.*\n)*                    the job hangs: no op completes "
+                                  "after [0-9.]+ ms; [0-9]+ communication ops never complete:\n"
+                                  "(.*\n)*.* rank 8 .*; rank 0 waits since [0-9.]+ ms\n(.*\n)*"));
+  EXPECT_THAT(r.out, MatchesRegex("(.*\n)*watchdog:           --nccl-timeout 30 s: rank [0-9]+'s "
+                                  "fires at 30.00[0-9] s .*\n(.*\n)*"));
+  EXPECT_THAT(r.out, MatchesRegex("(.*\n)*0 +[0-9]+ +[0-9]+ +0.00[0-9]+ s +aborted +1\n(.*\n)*"));
+  // What the rank was told (its player prints it on stderr).
+  EXPECT_THAT(r.err, MatchesRegex("(.*\n)*\\[rank0\\]: rank_player: rank 0: wait: .*the "
+                                  "coordinator: the emulation ended: node 1 failed at 3.000000 ms "
+                                  "and the job hangs \\(no op completes after [0-9.]+ ms\\); live "
+                                  "rank 0 waits for .* from rank 8 .*; its NCCL watchdog "
+                                  "\\(--nccl-timeout 30 s\\) would abort it at 30.00[0-9]+ "
+                                  "s\n(.*\n)*"));
+  EXPECT_THAT(r.err, MatchesRegex("(.*\n)*prism emulate: real rank 0 \\(pid [0-9]+\\), told that "
+                                  "the job hangs, exited with code 1\n(.*\n)*"));
+
+  const nlohmann::json report = nlohmann::json::parse(slurp(tmp_ + "/r.json"));
+  EXPECT_EQ(report["outcome"], "node_failure");
+  EXPECT_TRUE(report["iteration_time_s"].is_null());
+  EXPECT_TRUE(report["predicted_iteration_time_s"].is_null());  // the prediction hangs too
+  EXPECT_TRUE(report["real_ranks"][0]["aborted"].get<bool>());
+  EXPECT_EQ(report["real_ranks"][0]["exit_code"], 1);
+  const nlohmann::json& f = report["node_failure"];
+  EXPECT_EQ(f["node"], 1);
+  EXPECT_EQ(f["ranks"], nlohmann::json({8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(f["fail_time_s"], 0.003);
+  EXPECT_TRUE(f["hung"].get<bool>());
+  EXPECT_EQ(f["nccl_timeout_s"], 30.0);
+  // The watchdog: the earliest arrival among the blocked ops, + 30 s;
+  // real rank 0 waits in one of them, on rank 8.
+  double first = 1e9;
+  bool rank0_waits = false;
+  for (const nlohmann::json& b : f["blocked"]) {
+    first = std::min(first, b["since_s"].get<double>());
+    for (const nlohmann::json& w : b["waiting_ranks"])
+      if (w == 0) rank0_waits = b["op"].get<std::string>().find("rank 8") != std::string::npos;
+  }
+  EXPECT_TRUE(rank0_waits) << f.dump();
+  EXPECT_DOUBLE_EQ(f["watchdog_time_s"].get<double>(), first + 30);
+  EXPECT_GT(f["hang_time_s"].get<double>(), 0);
+  EXPECT_THAT(slurp(tmp_ + "/t.json"), HasSubstr("node 1 fails"));
   expect_clean();
 }
 
