@@ -6,7 +6,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "../replay/test_graphs.h"
 #include "graph/graph_json.h"
 #include "graph/role_builder.h"
 #include "net/cluster_yaml.h"
@@ -14,6 +13,7 @@
 #include "simulation/memory_settings.h"
 #include "simulation/simulation.h"
 #include "simulation/what_if.h"
+#include "what_if_graphs.h"
 
 namespace prism {
 namespace {
@@ -21,23 +21,12 @@ namespace {
 using ::testing::HasSubstr;
 
 const std::string kJob = PRISM_SOURCE_DIR "/tests/cli/data/job_small.yaml";
-const std::string kGpt = PRISM_SOURCE_DIR "/examples/graphs/gpt_tp2_pp2_dp2.json";
 
-ExecutionGraph gpt() {
-  Result<ExecutionGraph> g = load_graph(kGpt);
-  EXPECT_TRUE(g.is_ok()) << g.status().message();
-  return std::move(g).value();
-}
+using testing::gpt;
 
-// Four ranks on two nodes of two GPUs: compute (4 us, then 8 us), then an
-// all-reduce of 1 MiB over all of them.
+// Four ranks on two nodes of two GPUs: compute, then an all-reduce over all of them.
 ExecutionGraph compute_then_allreduce() {
-  RoleBuilder b("r", {"compute"});
-  b.compute(0, SimTime{4000});
-  b.compute(0, SimTime{8000});
-  b.collective(0, 0, CollectiveKind::kAllReduce, Bytes{1 << 20});
-  return testing::make_graph({{"rank", 4}}, 2, {testing::group_slot("world", {0})},
-                             {std::move(b).build()}, {0, 0, 0, 0});
+  return testing::compute_then_allreduce(2);
 }
 
 ClusterSpec cluster_of(const ExecutionGraph& g, const char* preset = nullptr) {

@@ -10,11 +10,11 @@
 
 #include <fmt/format.h>
 
-#include "../replay/test_graphs.h"
 #include "graph/graph_json.h"
 #include "graph/role_builder.h"
 #include "simulation/memory_settings.h"
 #include "simulation/simulation.h"
+#include "what_if_graphs.h"
 
 namespace prism {
 namespace {
@@ -22,7 +22,6 @@ namespace {
 using ::testing::HasSubstr;
 
 const std::string kJob = PRISM_SOURCE_DIR "/tests/cli/data/job_small.yaml";
-const std::string kGpt = PRISM_SOURCE_DIR "/examples/graphs/gpt_tp2_pp2_dp2.json";
 
 std::string straggler_error(std::string_view text, int world = 8) {
   Result<Straggler> s = parse_straggler(text, world);
@@ -113,21 +112,12 @@ ExecutionGraph single_rank() {
   return testing::make_graph({{"rank", 1}}, 1, {}, {std::move(b).build()}, {0});
 }
 
-// Four ranks: compute, then an all-reduce over all of them.
+// Four ranks on one node: compute, then an all-reduce over all of them.
 ExecutionGraph compute_then_allreduce() {
-  RoleBuilder b("r", {"compute"});
-  b.compute(0, SimTime{4000});
-  b.compute(0, SimTime{8000});
-  b.collective(0, 0, CollectiveKind::kAllReduce, Bytes{1 << 20});
-  return testing::make_graph({{"rank", 4}}, 4, {testing::group_slot("world", {0})},
-                             {std::move(b).build()}, {0, 0, 0, 0});
+  return testing::compute_then_allreduce(4);
 }
 
-ExecutionGraph gpt() {
-  Result<ExecutionGraph> g = load_graph(kGpt);
-  EXPECT_TRUE(g.is_ok()) << g.status().message();
-  return std::move(g).value();
-}
+using testing::gpt;
 
 ReplayResult simulate(const ExecutionGraph& g, const WhatIf& w, bool fold = true,
                       std::vector<Rank> trace = {}) {
