@@ -1018,6 +1018,21 @@ TEST(MegatronDeferWgrad, DrainsAtTheFlushAndHoldsItsBuffers) {
       check_random_job(job, "defer_embedding_wgrad_compute" + ce);
     }
   }
+  // Interleaved: the drain follows the last chunk's backwards and the first
+  // chunk's after them; without overlap_grad_reduce, every bucket after it.
+  const JobSpec vpp = parse(
+      gpt(4, 256, 8) +
+      "training: {seq_length: 256, global_batch_size: 4, defer_embedding_wgrad_compute: true}\n"
+      "parallelism: {pipeline_model_parallel_size: 2, virtual_pipeline_model_parallel_size: 2}\n" +
+      cluster(4));
+  const BuiltJob vb = build(vpp);
+  const std::vector<std::size_t> wgrad = positions(vb, "logits_wgrad");
+  ASSERT_EQ(wgrad.size(), 2u);
+  // After the first chunk's last backward, which sends its gradient back.
+  EXPECT_GT(wgrad.front(), positions(vb, "pp_send_grad").back());
+  EXPECT_GT(positions(vb, "pp_send_grad").back(), positions(vb, "logits_dgrad").back());
+  EXPECT_LT(wgrad.back(), positions(vb, "dp_grad_reduce").front());
+  check_random_job(vpp, "defer_embedding_wgrad_compute vpp");
 }
 
 // ---------------------------------------------------------------------------
