@@ -556,6 +556,20 @@ Status validate_training(const JobSpec& j) {
     return fail("parallelism.tp_comm_overlap",
                 "needs parallelism.sequence_parallel (Megatron's rule: the overlap replaces "
                 "sequence parallelism's all-gathers and reduce-scatters)");
+  // ModelParallelConfig.__post_init__: "Cannot defer embedding wgrad compute
+  // when pipeline model parallel is not used"; "Wgrad deferral limit should
+  // be greater than or equal to 0 when it is enabled!". Its third rule,
+  // gradient_accumulation_fusion, always holds here: the weight-gradient
+  // GEMMs are modelled accumulating into main_grad.
+  if (t.defer_embedding_wgrad_compute && j.pp() == 1)
+    return fail("training.defer_embedding_wgrad_compute",
+                "needs parallelism.pipeline_model_parallel_size > 1 (got 1; Megatron's rule: "
+                "the deferred GEMMs run in the pipeline flush)");
+  if (t.defer_embedding_wgrad_compute && t.wgrad_deferral_limit < 0)
+    return fail(
+        "training.wgrad_deferral_limit",
+        fmt::format("{} must be at least 0 (0: every micro-batch deferred; Megatron's rule)",
+                    t.wgrad_deferral_limit));
   return validate_recompute(t);
 }
 
@@ -694,6 +708,10 @@ Status validate_program_job(const JobSpec& j) {
           field,
           "describes a Megatron model's layers: a job without a model section cannot use it");
   }
+  if (j.training.defer_embedding_wgrad_compute)
+    return fail("training.defer_embedding_wgrad_compute",
+                "defers a Megatron model's output-layer GEMMs: a job without a model section "
+                "cannot use it");
   PRISM_RETURN_IF_ERROR(validate_cluster_fit(j));
   return validate_grid(j);
 }

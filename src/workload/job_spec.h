@@ -121,6 +121,13 @@ struct TrainingSpec {
   bool fp8_param_gather = false;
   bool cross_entropy_loss_fusion = false;
   CrossEntropyFusionImpl cross_entropy_fusion_impl = CrossEntropyFusionImpl::kNative;
+  // Megatron's --defer-embedding-wgrad-compute: the last pipeline stage keeps
+  // each micro-batch's output-layer input and logits gradient and computes
+  // the output layer's weight-gradient GEMMs at the pipeline flush
+  // (drain_embedding_wgrad_compute); --wgrad-deferral-limit: at most that many
+  // micro-batches deferred (0: all), the later ones computed at once.
+  bool defer_embedding_wgrad_compute = false;
+  int wgrad_deferral_limit = 0;
 };
 
 struct ParallelSpec {

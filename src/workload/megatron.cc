@@ -310,6 +310,9 @@ static int bucket_base(const std::vector<std::vector<Bucket>>& buckets, int chun
 void StageBuilder::bucket_ready(int chunk, int item) {
   if (!job_.training.overlap_grad_reduce) return;
   for (const int b : closes_after_[chunk][item]) {
+    // Deferred output-layer weight gradients: that bucket waits for the drain.
+    if (last_chunk_here(chunk) && b == kOutputBucket && job_.training.defer_embedding_wgrad_compute)
+      continue;
     const Bucket& bucket = buckets_[chunk][b];
     if (bucket_slot(bucket) < 0) continue;
     record(kCompute, "grads_ready");
@@ -449,6 +452,7 @@ Role StageBuilder::build(RoleFootprint* footprint) {
     }
   }
   PRISM_CHECK(saved_.empty(), "a forward's tensors were never freed");
+  drain_deferred_wgrad();
   finish_iteration();
   return std::move(b_).build();
 }

@@ -35,9 +35,9 @@ void StageBuilder::tp_output_bwd() {
 // Backward of the column-parallel input: the input gradient is all-reduced, or
 // reduce-scattered with SP (which first re-gathers the input for the weight
 // gradient, as Megatron's linear_with_grad_accumulation does).
-void StageBuilder::tp_input_bwd() {
+void StageBuilder::tp_input_bwd(bool gather_input) {
   if (x_.t == 1) return;
-  if (x_.sp) {
+  if (x_.sp && gather_input) {
     collective(CollectiveKind::kAllGather, kCompute, slots_.tp, kBf16 * x_.T * x_.h,
                "tp_all_gather");
   }
@@ -469,24 +469,78 @@ void StageBuilder::output_layer(bool backward) {
   const int grad_logits = x_.te_cross_entropy ? -1 : alloc(logits, "grad.logits");
   mem("cross_entropy_bwd", 2 * logits);
   if (!x_.te_cross_entropy) release("logits_fp32");
-  const int gathered = gathered_input("logits_input");
+  const bool defer = defers_wgrad();
+  const int gathered = defer ? -1 : gathered_input("logits_input");
   const int grad_in = alloc(kBf16 * x_.T * x_.h, "grad.logits_input");
   kernel(gemm(x_.T, x_.h, x_.vocab), "logits_dgrad");
-  kernel(gemm(x_.h, x_.vocab, x_.T), "logits_wgrad");
-  if (x_.te_cross_entropy) {
-    release("logits");
+  if (defer) {
+    // The layer's input and the logits gradient (TE's cross entropy wrote it
+    // into the kept logits) stay allocated until the drain.
+    auto take = [&](std::string_view tensor) {
+      const auto it = layer_.find(tensor);
+      PRISM_CHECK(it != layer_.end(), fmt::format("'{}' is not held", tensor));
+      const Held h = it->second;
+      layer_.erase(it);
+      return h;
+    };
+    const Held input = take("logits_input");
+    const Held grad = x_.te_cross_entropy ? take("logits") : Held{grad_logits, 0};
+    deferred_wgrad_.push_back({input, grad});
   } else {
-    free(grad_logits);
+    kernel(gemm(x_.h, x_.vocab, x_.T), "logits_wgrad");
+    if (x_.te_cross_entropy) {
+      release("logits");
+    } else {
+      free(grad_logits);
+    }
   }
-  tp_input_bwd();
+  tp_input_bwd(!defer);
   free_transient(gathered);
-  release("logits_input");
+  if (!defer) release("logits_input");
   const int grad_norm = alloc(kBf16 * x_.Tsp * x_.h, "grad.final_norm_input");
   mem("norm_bwd", kBf16 * 4 * x_.Tsp * x_.h);
   free(grad_in);
   release("final_norm_input");
   PRISM_CHECK(layer_.empty(), "the output layer's backward left activations allocated");
   grad_ = {grad_norm, 0};
+}
+
+// Megatron-Core's LinearWithGradAccumulationAndAsyncCommunication.backward
+// with defer_embedding_wgrad_compute appends its grad_output (and the forward
+// its input) while wgrad_deferral_limit is 0 or the buffer is shorter than
+// it; later micro-batches compute their weight gradient at once.
+bool StageBuilder::defers_wgrad() const {
+  const TrainingSpec& tr = job_.training;
+  if (!tr.defer_embedding_wgrad_compute) return false;
+  return tr.wgrad_deferral_limit == 0 ||
+         static_cast<int>(deferred_wgrad_.size()) < tr.wgrad_deferral_limit;
+}
+
+// drain_embedding_wgrad_compute, called by the schedule after the last
+// micro-batch's backward (finish_embedding_wgrad_compute, before
+// finalize_model_grads): per deferred micro-batch, with SP its input
+// all-gathered again, then the weight-gradient GEMM into main_grad; each
+// buffer freed after its GEMM. Then the data-parallel bucket holding the
+// output layer's weight, held back by bucket_ready, is reduced.
+void StageBuilder::drain_deferred_wgrad() {
+  if (deferred_wgrad_.empty()) return;
+  for (const DeferredWgrad& d : deferred_wgrad_) {
+    const int gathered = gathered_input("logits_input");
+    if (x_.sp)
+      collective(CollectiveKind::kAllGather, kCompute, slots_.tp, kBf16 * x_.T * x_.h,
+                 "tp_all_gather");
+    kernel(gemm(x_.h, x_.vocab, x_.T), "logits_wgrad");
+    free_transient(gathered);
+    free(d.grad_logits);
+    free(d.input);
+  }
+  deferred_wgrad_.clear();
+  if (!job_.training.overlap_grad_reduce) return;
+  const Bucket& bucket = buckets_[v_ - 1][kOutputBucket];
+  if (bucket_slot(bucket) < 0) return;
+  record(kCompute, "grads_ready");
+  wait(kDp, "grads_ready");
+  reduce_bucket(bucket);
 }
 
 }  // namespace prism::megatron

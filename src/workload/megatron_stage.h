@@ -245,7 +245,9 @@ class StageBuilder {
   void tp_input_fwd();
   void tp_output_fwd();
   void tp_output_bwd();
-  void tp_input_bwd();
+  // `gather_input`: false where the weight gradient is deferred (no input
+  // all-gather with SP).
+  void tp_input_bwd(bool gather_input = true);
 
   int attention_core(bool backward);
   void unfused_attention_forward(bool rerun);
@@ -296,6 +298,11 @@ class StageBuilder {
   std::vector<int> moe_backward();
   void embedding(bool backward);
   void output_layer(bool backward);
+  // defer_embedding_wgrad_compute: whether this output-layer backward defers
+  // its weight gradient (Megatron: while wgrad_deferral_limit is 0 or fewer
+  // are deferred), and the drain at the pipeline flush.
+  bool defers_wgrad() const;
+  void drain_deferred_wgrad();
 
   void forward(int chunk, int mb);
   void backward(int chunk, int mb);
@@ -327,6 +334,9 @@ class StageBuilder {
   // (backward) between layers.
   static constexpr int kEmbeddingItem = -1;
   static constexpr int kOutputItem = -2;
+  // The last chunk's first bucket: dense, it holds the output layer's weight
+  // (plan_buckets lists the output layer first, dense buckets first).
+  static constexpr int kOutputBucket = 0;
   enum class Pass { kForward, kRecompute };
   std::vector<ActivationTensor> kept_, all_tensors_;
   const std::vector<ActivationTensor> nothing_;
@@ -345,6 +355,12 @@ class StageBuilder {
   std::vector<std::vector<int>> bucket_of_layer_;  // [chunk][layer]: dense bucket for param gather
   int num_buckets_ = 0;
   std::vector<bool> gathered_;  // per bucket id: params waited for already
+  // The deferred output-layer weight gradients: each micro-batch's layer
+  // input and logits gradient, held until drain_deferred_wgrad().
+  struct DeferredWgrad {
+    Held input, grad_logits;
+  };
+  std::vector<DeferredWgrad> deferred_wgrad_;
   std::uint32_t next_group_ = 1;
   std::int64_t optimizer_params_ = 0;
 };

@@ -339,6 +339,21 @@ INSTANTIATE_TEST_SUITE_P(
                   },
                   "parallelism.tp_comm_overlap: needs parallelism.tensor_model_parallel_size > 1 "
                   "(got 1): it overlaps the tensor-parallel collectives"},
+        Rejection{"defer wgrad without pp",
+                  [](JobSpec* j) {
+                    j->parallelism.pipeline_model_parallel_size = 1;
+                    j->training.defer_embedding_wgrad_compute = true;
+                  },
+                  "training.defer_embedding_wgrad_compute: needs "
+                  "parallelism.pipeline_model_parallel_size > 1 (got 1; Megatron's rule: the "
+                  "deferred GEMMs run in the pipeline flush)"},
+        Rejection{"defer wgrad negative limit",
+                  [](JobSpec* j) {
+                    j->training.defer_embedding_wgrad_compute = true;
+                    j->training.wgrad_deferral_limit = -1;
+                  },
+                  "training.wgrad_deferral_limit: -1 must be at least 0 (0: every micro-batch "
+                  "deferred; Megatron's rule)"},
         Rejection{"tp overlap without sp",
                   [](JobSpec* j) { j->parallelism.tp_comm_overlap = true; },
                   "parallelism.tp_comm_overlap: needs parallelism.sequence_parallel (Megatron's "
@@ -599,6 +614,17 @@ INSTANTIATE_TEST_SUITE_P(
           '_');
       return name;
     });
+
+// Deferring the output layer's weight gradient needs an output layer.
+TEST(JobSpec, ProgramJobRefusesDeferredWgrad) {
+  JobSpec j = base_job();
+  j.has_model = false;
+  ASSERT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+  j.training.defer_embedding_wgrad_compute = true;
+  EXPECT_EQ(validate_job(j).message(),
+            "training.defer_embedding_wgrad_compute: defers a Megatron model's output-layer "
+            "GEMMs: a job without a model section cannot use it");
+}
 
 }  // namespace
 }  // namespace prism

@@ -943,6 +943,98 @@ TEST(MegatronKernels, RopeAndFp8Casts) {
   check_random_job(fp8_job, "fp8");
 }
 
+// defer_embedding_wgrad_compute: the last stage runs each deferred
+// micro-batch's logits_wgrad after its last backward (the pipeline flush's
+// drain), holding the output layer's input and the logits gradient until
+// then; wgrad_deferral_limit defers only the first micro-batches. The output
+// layer's bucket is reduced once, after the drain; the iteration is no
+// slower; the graph replays, folds and balances its memory.
+TEST(MegatronDeferWgrad, DrainsAtTheFlushAndHoldsItsBuffers) {
+  const int m = 4;
+  const std::string base =
+      "model: {num_layers: 4, hidden_size: 1024, num_attention_heads: 8, vocab_size: 32000}\n"
+      "parallelism: {tensor_model_parallel_size: 2, sequence_parallel: true,\n"
+      "  pipeline_model_parallel_size: 2}\n" +
+      cluster(8);
+  auto job_of = [&](const std::string& extra) {
+    return parse(base +
+                 "training: {seq_length: 1024, global_batch_size: 8,\n"
+                 "  use_distributed_optimizer: true, overlap_grad_reduce: true" +
+                 extra + "}\n");
+  };
+  // Positions of `name` in the last stage's ops.
+  auto positions = [](const BuiltJob& b, std::string_view name) {
+    const Role& role = b.graph.roles.back();
+    std::vector<std::size_t> out;
+    for (std::size_t i = 0; i < role.ops.size(); ++i)
+      if (role.names[role.ops[i].name] == name) out.push_back(i);
+    return out;
+  };
+  auto peak = [](const JobSpec& job, const BuiltJob& b) {
+    AllocatorMemoryModel mem(DeviceMemoryOptions{});
+    const ReplayResult r = replay_on_cluster(job, b.graph, true, &mem);
+    return std::pair{r.iteration_time, r.roles.back().max.peak_allocated.count};
+  };
+  for (const std::string ce : {"",
+                               ", cross_entropy_loss_fusion: true, "
+                               "cross_entropy_fusion_impl: te"}) {
+    SCOPED_TRACE(ce);
+    const JobSpec base_job = job_of(ce);
+    const BuiltJob bb = build(base_job);
+    const auto [plain_time, plain_peak] = peak(base_job, bb);
+    for (const int limit : {0, 2}) {
+      SCOPED_TRACE(limit);
+      const JobSpec job =
+          job_of(ce + ", defer_embedding_wgrad_compute: true" +
+                 (limit ? ", wgrad_deferral_limit: " + std::to_string(limit) : std::string()));
+      const BuiltJob b = build(job);
+      const int deferred = limit ? limit : m;
+      const std::vector<std::size_t> wgrad = positions(b, "logits_wgrad");
+      const std::vector<std::size_t> dgrad = positions(b, "logits_dgrad");
+      ASSERT_EQ(wgrad.size(), static_cast<std::size_t>(m));
+      ASSERT_EQ(dgrad.size(), static_cast<std::size_t>(m));
+      // After the last backward (its gradient sent to the previous stage).
+      const std::size_t last_backward = positions(b, "pp_send_grad").back();
+      EXPECT_GT(last_backward, dgrad.back());
+      const auto after = std::count_if(wgrad.begin(), wgrad.end(),
+                                       [&](std::size_t i) { return i > last_backward; });
+      EXPECT_EQ(after, deferred);
+      // The first stage's ops are unchanged, the output layer's bucket
+      // reduced once on the last.
+      EXPECT_EQ(b.graph.roles.front().ops.size(), bb.graph.roles.front().ops.size());
+      EXPECT_EQ(positions(b, "dp_grad_reduce").size(), positions(bb, "dp_grad_reduce").size());
+      EXPECT_GT(positions(b, "dp_grad_reduce").back(), wgrad.back());
+      const auto [time, peak_bytes] = peak(job, b);
+      EXPECT_LE(time, plain_time);
+      // Held per deferred micro-batch: the sequence-sharded input and the
+      // bf16 logits gradient [T, V / t]. At the peak (the last micro-batch's
+      // output layer) every deferred one but that micro-batch's own is held
+      // besides; with TE's cross entropy (its gradient written in place) the
+      // peak moves to that micro-batch's forward, a few MiB above.
+      const std::int64_t T = 1024, held = 2 * T / 2 * 1024 + 2 * T * 32000 / 2;
+      const std::int64_t expected = (deferred == m ? m - 1 : deferred) * held;
+      EXPECT_GE(peak_bytes - plain_peak, expected);
+      EXPECT_LE(peak_bytes - plain_peak, expected + (4 << 20));
+      check_random_job(job, "defer_embedding_wgrad_compute" + ce);
+    }
+  }
+  // Interleaved: the drain follows the last chunk's backwards and the first
+  // chunk's after them; without overlap_grad_reduce, every bucket after it.
+  const JobSpec vpp = parse(
+      gpt(4, 256, 8) +
+      "training: {seq_length: 256, global_batch_size: 4, defer_embedding_wgrad_compute: true}\n"
+      "parallelism: {pipeline_model_parallel_size: 2, virtual_pipeline_model_parallel_size: 2}\n" +
+      cluster(4));
+  const BuiltJob vb = build(vpp);
+  const std::vector<std::size_t> wgrad = positions(vb, "logits_wgrad");
+  ASSERT_EQ(wgrad.size(), 2u);
+  // After the first chunk's last backward, which sends its gradient back.
+  EXPECT_GT(wgrad.front(), positions(vb, "pp_send_grad").back());
+  EXPECT_GT(positions(vb, "pp_send_grad").back(), positions(vb, "logits_dgrad").back());
+  EXPECT_LT(wgrad.back(), positions(vb, "dp_grad_reduce").front());
+  check_random_job(vpp, "defer_embedding_wgrad_compute vpp");
+}
+
 // ---------------------------------------------------------------------------
 // Kernels: the list covers every compute op once per signature.
 
