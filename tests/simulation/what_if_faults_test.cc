@@ -168,13 +168,7 @@ TEST(WhatIfFaultsTest, ADegradedLinkKeepsFoldingExact) {
   for (const char* d : {"node:1:4", "rail:0:3", "nvlink:0:2", "leaf:1:8"}) {
     const ReplayResult folded = run(g, links({d}), true, {0, 5}).value();
     const ReplayResult unfolded = run(g, links({d}), false, {0, 5}).value();
-    EXPECT_EQ(folded.iteration_time, unfolded.iteration_time) << d;
-    ASSERT_EQ(folded.roles.size(), unfolded.roles.size());
-    for (std::size_t i = 0; i < folded.roles.size(); ++i)
-      EXPECT_TRUE(testing::same_times(folded.roles[i].mean, unfolded.roles[i].mean)) << d;
-    ASSERT_EQ(folded.trace.size(), unfolded.trace.size()) << d;
-    for (std::size_t i = 0; i < folded.trace.size(); ++i)
-      EXPECT_EQ(folded.trace[i].end, unfolded.trace[i].end) << d;
+    testing::expect_same_replay(folded, unfolded, d);
   }
   // The job's 16 ranks fold into a few classes; node 1's ranks and their
   // partners split, and the replay still equals the unfolded one.

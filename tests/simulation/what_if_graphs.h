@@ -1,7 +1,9 @@
 // Graphs the what-if tests perturb (what_if_test.cc, what_if_faults_test.cc).
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -28,6 +30,19 @@ inline ExecutionGraph compute_then_allreduce(int gpus_per_node) {
   b.collective(0, 0, CollectiveKind::kAllReduce, Bytes{1 << 20});
   return make_graph({{"rank", 4}}, gpus_per_node, {group_slot("world", {0})},
                     {std::move(b).build()}, {0, 0, 0, 0});
+}
+
+// A folded replay equals the unfolded one: iteration, each role's mean
+// times and every traced op's end.
+inline void expect_same_replay(const ReplayResult& folded, const ReplayResult& unfolded,
+                               std::string_view what) {
+  EXPECT_EQ(folded.iteration_time, unfolded.iteration_time) << what;
+  ASSERT_EQ(folded.roles.size(), unfolded.roles.size()) << what;
+  for (std::size_t i = 0; i < folded.roles.size(); ++i)
+    EXPECT_TRUE(same_times(folded.roles[i].mean, unfolded.roles[i].mean)) << what;
+  ASSERT_EQ(folded.trace.size(), unfolded.trace.size()) << what;
+  for (std::size_t i = 0; i < folded.trace.size(); ++i)
+    EXPECT_EQ(folded.trace[i].end, unfolded.trace[i].end) << what;
 }
 
 }  // namespace prism::testing

@@ -209,13 +209,7 @@ TEST(WhatIfTest, AStragglerKeepsFoldingExact) {
     const ReplayResult unfolded = simulate(g, stragglers(s, 8), false, {0, 5});
     EXPECT_TRUE(folded.folded);
     EXPECT_FALSE(unfolded.folded);
-    EXPECT_EQ(folded.iteration_time, unfolded.iteration_time) << s;
-    ASSERT_EQ(folded.roles.size(), unfolded.roles.size());
-    for (std::size_t i = 0; i < folded.roles.size(); ++i)
-      EXPECT_TRUE(testing::same_times(folded.roles[i].mean, unfolded.roles[i].mean)) << s;
-    ASSERT_EQ(folded.trace.size(), unfolded.trace.size()) << s;
-    for (std::size_t i = 0; i < folded.trace.size(); ++i)
-      EXPECT_EQ(folded.trace[i].end, unfolded.trace[i].end) << s;
+    testing::expect_same_replay(folded, unfolded, s);
   }
 }
 
