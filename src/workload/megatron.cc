@@ -475,7 +475,8 @@ Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels) 
     return static_cast<int>(g.slots.size() - 1);
   };
   if (job.tp() > 1) s.tp = add(CommSlot::grid_group("tp", {0}));
-  if (megatron::make_dims(job).ub) {
+  const megatron::Dims x = megatron::make_dims(job);
+  if (x.ub) {
     s.tp_next = add(CommSlot::grid_peer("tp_next", 0, 1, true));
     s.tp_prev = add(CommSlot::grid_peer("tp_prev", 0, -1, true));
   }
@@ -485,7 +486,7 @@ Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels) 
     s.cp_prev = add(CommSlot::grid_peer("cp_prev", 1, -1, true));
   }
   if (job.dp() * job.cp() > 1) s.dp_cp = add(CommSlot::grid_group("dp_cp", {1, 2}));
-  if (megatron::make_dims(job).fp8_amax_reduction && job.tp() * job.dp() * job.cp() > 1)
+  if (x.fp8_amax_reduction && job.tp() * job.dp() * job.cp() > 1)
     s.amax = add(CommSlot::grid_group("amax", {0, 1, 2}));
   if (job.pp() > 1) {
     const bool wrap = job.vpp() > 1;

@@ -244,15 +244,8 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
   free(grad_act);
   fp8_cast("fp8_cast_grad", rows * m.f_out);
   if (ub) {
-    // The input re-gathered into, and its gradient reduce-scattered from,
-    // userbuffers when the bulk overlaps run.
-    const int gathered = x_.ub_bulk_dgrad ? -1 : gathered_input("fc1_input");
-    const int grad_input =
-        alloc(kBf16 * (x_.ub_bulk_wgrad ? x_.Tsp : rows) * x_.h, "grad.fc1_input");
-    column_parallel_backward(m.tokens, m.f_out, x_.h, "fc1_dgrad", "fc1_wgrad", kFc1DgradSms,
-                             kFc1WgradSms);
-    free(grad_fc1);
-    free_transient(gathered);
+    const int grad_input = column_parallel_backward("fc1", m.tokens, m.f_out, x_.h, kFc1DgradSms,
+                                                    kFc1WgradSms, grad_fc1);
     if (!m.input.empty()) release(m.input);
     return grad_input;
   }
@@ -359,14 +352,8 @@ int StageBuilder::attention_backward() {
   rope(true);
   fp8_cast("fp8_cast_grad", x_.T * x_.qkv_out);
   if (x_.ub) {
-    // The input re-gathered into, and its gradient reduce-scattered from,
-    // userbuffers when the bulk overlaps run.
-    const int gathered = x_.ub_bulk_dgrad ? -1 : gathered_input("qkv_input");
-    const int grad_in = alloc(kBf16 * (x_.ub_bulk_wgrad ? x_.Tsp : x_.T) * x_.h, "grad.qkv_input");
-    column_parallel_backward(x_.T, x_.qkv_out, x_.h, "qkv_dgrad", "qkv_wgrad", kQkvDgradSms,
-                             kQkvWgradSms);
-    free(grad_qkv);
-    free_transient(gathered);
+    const int grad_in = column_parallel_backward("qkv", x_.T, x_.qkv_out, x_.h, kQkvDgradSms,
+                                                 kQkvWgradSms, grad_qkv);
     release("qkv_input");
     return grad_in;
   }

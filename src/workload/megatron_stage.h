@@ -180,12 +180,14 @@ class StageBuilder {
   // A whole collective of `bytes` on the tp stream beside one GEMM.
   void bulk_overlap(CollectiveKind kind, std::int64_t bytes, const Kernel& gemm,
                     std::string_view name, int comm_sms);
-  // A column-parallel layer's backward under tp_comm_overlap: dgrad beside
-  // the input's all-gather, wgrad beside the input gradient's
-  // reduce-scatter (sequential where the bulk overlap is off).
-  void column_parallel_backward(std::int64_t m, std::int64_t n, std::int64_t k,
-                                std::string_view dgrad, std::string_view wgrad, int dgrad_sms,
-                                int wgrad_sms);
+  // A column-parallel layer's backward under tp_comm_overlap (`layer`:
+  // "qkv" or "fc1"), from its output gradient `grad_output` (freed here):
+  // dgrad beside the input's all-gather, wgrad beside the input gradient's
+  // reduce-scatter (sequential where the bulk overlap is off). The input is
+  // re-gathered into, and its gradient reduce-scattered from, userbuffers
+  // when the bulk overlaps run. Returns the alloc of the input's gradient.
+  int column_parallel_backward(std::string_view layer, std::int64_t m, std::int64_t n,
+                               std::int64_t k, int dgrad_sms, int wgrad_sms, int grad_output);
   // Bias-dropout-add: reads two hidden states, writes one, and the mask when
   // there is dropout.
   DType grad_dtype() const { return x_.grad_bytes == kFp32 ? DType::kFloat32 : DType::kBFloat16; }

@@ -9,7 +9,10 @@
 // docs/simulate.md, "TP communication overlap", lists the sources.
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <string_view>
+
+#include <fmt/format.h>
 
 #include "workload/megatron_stage.h"
 
@@ -74,9 +77,13 @@ void StageBuilder::bulk_overlap(CollectiveKind kind, std::int64_t bytes, const K
 // Y[m,n] = X[m,k] W[k,n] backward: dX = dY W^T (m, k, n) beside the
 // all-gather of X that the weight gradient dW = X^T dY (k, n, m) needs, then
 // dW beside the reduce-scatter of dX (TE's ub_bulk_dgrad / ub_bulk_wgrad).
-void StageBuilder::column_parallel_backward(std::int64_t m, std::int64_t n, std::int64_t k,
-                                            std::string_view dgrad, std::string_view wgrad,
-                                            int dgrad_sms, int wgrad_sms) {
+int StageBuilder::column_parallel_backward(std::string_view layer, std::int64_t m, std::int64_t n,
+                                           std::int64_t k, int dgrad_sms, int wgrad_sms,
+                                           int grad_output) {
+  const int gathered = x_.ub_bulk_dgrad ? -1 : gathered_input(fmt::format("{}_input", layer));
+  const int grad_input =
+      alloc(kBf16 * (x_.ub_bulk_wgrad ? m / x_.t : m) * k, fmt::format("grad.{}_input", layer));
+  const std::string dgrad = fmt::format("{}_dgrad", layer), wgrad = fmt::format("{}_wgrad", layer);
   const Kernel dx = gemm(m, k, n, x_.gemm_dtype), dw = gemm(k, n, m, x_.gemm_dtype);
   const std::int64_t bytes = kBf16 * m * k;  // X and dX, full sequence
   if (x_.ub_bulk_dgrad) {
@@ -91,6 +98,9 @@ void StageBuilder::column_parallel_backward(std::int64_t m, std::int64_t n, std:
     kernel(dw, wgrad);
     collective(CollectiveKind::kReduceScatter, kCompute, slots_.tp, bytes, "tp_reduce_scatter");
   }
+  free(grad_output);
+  free_transient(gathered);
+  return grad_input;
 }
 
 }  // namespace prism::megatron
