@@ -56,6 +56,10 @@ constexpr std::array<std::pair<CrossEntropyFusionImpl, std::string_view>, 2>
         {CrossEntropyFusionImpl::kNative, "native"},
         {CrossEntropyFusionImpl::kTe, "te"},
     }};
+constexpr std::array<std::pair<OptimizerImpl, std::string_view>, 2> kOptimizerImplNames{{
+    {OptimizerImpl::kMegatron, "megatron"},
+    {OptimizerImpl::kApexDistributedFusedAdam, "apex_distributed_fused_adam"},
+}};
 
 // ---------------------------------------------------------------------------
 // Model presets. Every number is the released model's (Hugging Face
@@ -174,6 +178,9 @@ std::string_view to_string(Fp8Recipe r) {
 }
 std::string_view to_string(CrossEntropyFusionImpl c) {
   return internal::enum_name(c, kCrossEntropyFusionImplNames);
+}
+std::string_view to_string(OptimizerImpl o) {
+  return internal::enum_name(o, kOptimizerImplNames);
 }
 
 const std::vector<std::string_view>& model_preset_names() {

@@ -43,6 +43,12 @@ enum class Fp8Recipe : std::uint8_t { kDelayed, kTensorwise, kBlockwise, kMxfp8 
 // Megatron's --cross-entropy-fusion-impl: Megatron-Core's own fused kernel
 // (native) or Transformer Engine's parallel_cross_entropy (te).
 enum class CrossEntropyFusionImpl : std::uint8_t { kNative, kTe };
+// Which distributed Adam runs the step: Megatron-Core's DistributedOptimizer
+// (megatron; NeMo's optim.name mcore_distributed_optim) or Apex's
+// DistributedFusedAdam as NeMo's distributed_fused_adam configures it
+// (apex_distributed_fused_adam: contiguous grad buffer, fp32 Adam moments,
+// bf16 params with 16-bit remainders instead of fp32 master weights).
+enum class OptimizerImpl : std::uint8_t { kMegatron, kApexDistributedFusedAdam };
 
 std::string_view to_string(Activation a);
 std::string_view to_string(Normalization n);
@@ -52,6 +58,7 @@ std::string_view to_string(RecomputeMethod m);
 std::string_view to_string(AttentionBackend a);
 std::string_view to_string(Fp8Recipe r);
 std::string_view to_string(CrossEntropyFusionImpl c);
+std::string_view to_string(OptimizerImpl o);
 inline bool is_unfused(AttentionBackend a) {
   return a == AttentionBackend::kUnfused || a == AttentionBackend::kLocal;
 }
@@ -128,6 +135,9 @@ struct TrainingSpec {
   // micro-batches deferred (0: all), the later ones computed at once.
   bool defer_embedding_wgrad_compute = false;
   int wgrad_deferral_limit = 0;
+  // The distributed optimizer's implementation (with use_distributed_optimizer);
+  // grad_reduce_in_fp32 is then Apex's grad_sync_dtype (fp32 or bf16).
+  OptimizerImpl optimizer_impl = OptimizerImpl::kMegatron;
 };
 
 struct ParallelSpec {

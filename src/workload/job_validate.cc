@@ -391,6 +391,24 @@ Status validate_training(const JobSpec& j) {
   if (t.fp8_param_gather && !t.use_distributed_optimizer)
     return fail("training.fp8_param_gather",
                 "needs training.use_distributed_optimizer (Megatron's rule)");
+  // Apex's DistributedFusedAdam is a ZeRO optimizer: NeMo's
+  // distributed_fused_adam always shards its state, and shards every
+  // parameter over one group, the data-parallel group with context parallel
+  // (MegatronDistributedFusedAdam.__init__: process_group =
+  // get_data_parallel_group(with_context_parallel=True)); expert parameters,
+  // which Megatron shards over the expert data-parallel group, have no place
+  // in it.
+  if (t.optimizer_impl == OptimizerImpl::kApexDistributedFusedAdam && !t.use_distributed_optimizer)
+    return fail("training.optimizer_impl",
+                "apex_distributed_fused_adam needs training.use_distributed_optimizer (Apex's "
+                "DistributedFusedAdam always shards its state over data parallel)");
+  if (t.optimizer_impl == OptimizerImpl::kApexDistributedFusedAdam && j.ep() > 1)
+    return fail("training.optimizer_impl",
+                fmt::format("apex_distributed_fused_adam needs "
+                            "parallelism.expert_model_parallel_size 1 (got {}; NeMo's "
+                            "MegatronDistributedFusedAdam shards every parameter over the one "
+                            "data-parallel group)",
+                            j.ep()));
   if (t.overlap_param_gather && !t.use_distributed_optimizer)
     return fail("training.overlap_param_gather",
                 "needs training.use_distributed_optimizer (Megatron's rule)");

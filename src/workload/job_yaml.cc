@@ -33,6 +33,8 @@ constexpr std::array kFp8Recipes{Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp
                                  Fp8Recipe::kMxfp8};
 constexpr std::array kCrossEntropyFusionImpls{CrossEntropyFusionImpl::kNative,
                                               CrossEntropyFusionImpl::kTe};
+constexpr std::array kOptimizerImpls{OptimizerImpl::kMegatron,
+                                     OptimizerImpl::kApexDistributedFusedAdam};
 
 template <typename E>
 constexpr auto enum_values() {
@@ -44,6 +46,7 @@ constexpr auto enum_values() {
   if constexpr (std::is_same_v<E, AttentionBackend>) return kAttentionBackends;
   if constexpr (std::is_same_v<E, Fp8Recipe>) return kFp8Recipes;
   if constexpr (std::is_same_v<E, CrossEntropyFusionImpl>) return kCrossEntropyFusionImpls;
+  if constexpr (std::is_same_v<E, OptimizerImpl>) return kOptimizerImpls;
 }
 
 using yaml::scalar;
@@ -147,6 +150,7 @@ const std::vector<Field>& fields() {
       field("training", "defer_embedding_wgrad_compute", &J::training,
             &T::defer_embedding_wgrad_compute),
       field("training", "wgrad_deferral_limit", &J::training, &T::wgrad_deferral_limit),
+      field("training", "optimizer_impl", &J::training, &T::optimizer_impl),
       field("parallelism", "tensor_model_parallel_size", &J::parallelism,
             &P::tensor_model_parallel_size),
       field("parallelism", "sequence_parallel", &J::parallelism, &P::sequence_parallel),

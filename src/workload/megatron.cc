@@ -315,6 +315,7 @@ void StageBuilder::bucket_ready(int chunk, int item) {
       continue;
     const Bucket& bucket = buckets_[chunk][b];
     if (bucket_slot(bucket) < 0) continue;
+    alloc_grad_shard(bucket);
     record(kCompute, "grads_ready");
     wait(kDp, "grads_ready");
     reduce_bucket(bucket);
@@ -324,6 +325,26 @@ void StageBuilder::bucket_ready(int chunk, int item) {
 // The data-parallel group a bucket is reduced over, or -1 when it has one rank.
 int StageBuilder::bucket_slot(const Bucket& bucket) const {
   return bucket.expert ? slots_.edp : slots_.dp_cp;
+}
+
+// The data-parallel ranks a bucket's optimizer state is sharded over (1
+// without the distributed optimizer).
+int StageBuilder::bucket_shards(const Bucket& bucket) const {
+  if (!job_.training.use_distributed_optimizer) return 1;
+  return bucket.expert ? job_.expert_dp() : job_.dp() * job_.cp();
+}
+
+// Apex's DistributedFusedAdam reduce-scatters a bucket into a fresh shard
+// buffer of the grad_sync_dtype (_start_bucket_grad_sync: sync_grads_shard =
+// torch.empty([bucket_size // distributed_size]), on the main stream before
+// the communication stream waits for it), which becomes the bucket's
+// grads_shard for the step (_finish_bucket_grad_sync) and is dropped at the
+// next zero_grad: held to the end of the iteration. Megatron-Core
+// reduce-scatters in place in its grad buffer: nothing.
+void StageBuilder::alloc_grad_shard(const Bucket& bucket) {
+  if (job_.training.optimizer_impl != OptimizerImpl::kApexDistributedFusedAdam) return;
+  grad_shards_.push_back(
+      alloc(x_.grad_bytes * bucket.params / bucket_shards(bucket), "grad_shard"));
 }
 
 // A bucket's gradients, in the grad buffer's dtype (fp32 with
@@ -367,6 +388,11 @@ void StageBuilder::param_gather(bool overlapped) {
 void StageBuilder::finish_iteration() {
   const TrainingSpec& tr = job_.training;
   if (!tr.overlap_grad_reduce) {
+    for (int c = 0; c < v_; ++c) {
+      for (const Bucket& bucket : buckets_[c]) {
+        if (bucket_slot(bucket) >= 0) alloc_grad_shard(bucket);
+      }
+    }
     record(kCompute, "grads_ready");
     wait(kDp, "grads_ready");
     for (int c = 0; c < v_; ++c) {
@@ -382,16 +408,26 @@ void StageBuilder::finish_iteration() {
     collective(CollectiveKind::kAllReduce, kCompute, slots_.embd, x_.grad_bytes * x_.vocab * x_.h,
                "embd_grad_all_reduce", grad_dtype());
   }
-  // bf16 main gradients: the optimizer copies its shard to fp32
-  // (DistributedOptimizer._copy_model_grads_to_main_grads: .float()), held
-  // until the next iteration's zero_grad.
+  const bool apex = tr.optimizer_impl == OptimizerImpl::kApexDistributedFusedAdam;
+  // Megatron-Core with bf16 main gradients: the optimizer copies its shard
+  // to fp32 (DistributedOptimizer._copy_model_grads_to_main_grads: .float()),
+  // held until the next iteration's zero_grad. Apex's fused kernel reads the
+  // grad_sync_dtype shard as it is.
   const int main_grads =
-      x_.grad_bytes == kFp32 ? -1 : alloc(kFp32 * optimizer_params_, "main_grad_fp32");
-  // Gradient norm (read), Adam (fp32 grad, master, m, v in; master, m, v and
-  // the bf16 weight out).
-  kernel(memory_bound("optimizer", optimizer_params_ * 34), "optimizer");
+      apex || x_.grad_bytes == kFp32 ? -1 : alloc(kFp32 * optimizer_params_, "main_grad_fp32");
+  // Apex without contiguous_param_buffer (NeMo leaves it off): step() gives
+  // each bucket a params_shard (torch.empty, param_sync_dtype: bf16, or uint8
+  // with FP8 params) for the kernel's output, held until the bucket's
+  // all-gather has copied it into the parameters.
+  const int param_shards =
+      apex ? alloc(optimizer_params_ * (tr.fp8_param_gather ? 1 : kBf16), "param_sync_shard") : -1;
+  kernel(memory_bound("optimizer", optimizer_params_ * optimizer_bytes_per_param(job_)),
+         "optimizer");
   if (!tr.overlap_param_gather) param_gather(false);
   if (main_grads >= 0) free(main_grads);
+  if (param_shards >= 0) free(param_shards);
+  for (const int shard : grad_shards_) free(shard);
+  grad_shards_.clear();
 }
 
 Role StageBuilder::build(RoleFootprint* footprint) {
@@ -405,10 +441,7 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   for (const auto& chunk : buckets_) {
     for (const Bucket& b : chunk) {
       params += b.params;
-      const int shards = !tr.use_distributed_optimizer ? 1
-                         : b.expert                    ? job_.expert_dp()
-                                                       : job_.dp() * job_.cp();
-      opt += b.params / shards;
+      opt += b.params / bucket_shards(b);
     }
   }
   optimizer_params_ = opt;
@@ -432,13 +465,14 @@ Role StageBuilder::build(RoleFootprint* footprint) {
       for (const ActivationTensor& t : kept_by(c, l)) kept_bytes += t.bytes;
   }
   footprint->activation_bytes_per_layer = Bytes{kept_bytes / stage_layers};
-  footprint->model_state_bytes = Bytes{weights + params * x_.grad_bytes + opt * 3 * kFp32};
+  const std::int64_t state = opt * optimizer_state_bytes_per_param(job_);
+  footprint->model_state_bytes = Bytes{weights + params * x_.grad_bytes + state};
 
   alloc(primary, "weights");
   if (x_.ub) alloc(userbuffer_bytes(x_), "tp_comm_userbuffers");
   if (fp8_cache > 0) alloc(fp8_cache, "fp8_weight_cache");
   alloc(params * x_.grad_bytes, "grad_buffer");
-  alloc(opt * 3 * kFp32, "optimizer_state");
+  alloc(state, "optimizer_state");
   b_.marker(kCompute, MarkerKind::kIteration, 0, "iteration");
   mem("zero_grad", params * x_.grad_bytes);
   if (tr.overlap_param_gather) param_gather(true);

@@ -91,6 +91,32 @@ std::int64_t linear_weight_bytes(const JobSpec& job, std::int64_t params) {
   return tr.fp8_param_gather ? cache : kBf16 * params + cache;
 }
 
+std::int64_t optimizer_state_bytes_per_param(const JobSpec& job) {
+  const TrainingSpec& tr = job.training;
+  // DistributedOptimizer: fp32 main params, exp_avg, exp_avg_sq.
+  if (tr.optimizer_impl != OptimizerImpl::kApexDistributedFusedAdam) return 3 * kFp32;
+  // NeMo's setup_optimization: dtype fp32, param_sync_dtype bf16, and
+  // store_params=False, store_param_remainders=True (StateBucket:
+  // param_remainders_shard int16, exp_avg_shard, exp_avg_sq_shard in
+  // dtype), unless fp8_params, where store_params=True (params_shard fp32).
+  return (tr.fp8_param_gather ? kFp32 : kBf16) + 2 * kFp32;
+}
+
+std::int64_t optimizer_bytes_per_param(const JobSpec& job) {
+  const TrainingSpec& tr = job.training;
+  // Megatron-Core: the norm reads the fp32 main grad; Adam reads grad,
+  // master, m, v and writes master, m, v and the bf16 weight.
+  if (tr.optimizer_impl != OptimizerImpl::kApexDistributedFusedAdam) return 34;
+  // Apex: the norm and Adam read the grad_sync_dtype shard; with remainders
+  // Adam reads the bf16 parameter and its remainder and writes the remainder
+  // and the bf16 params_shard (multi_tensor_fused_adam_with_param_remainders),
+  // with store_params it reads and writes the fp32 copy and writes the FP8
+  // shard; m and v are read and written either way.
+  const std::int64_t g = tr.grad_reduce_in_fp32 ? kFp32 : kBf16;
+  const std::int64_t master = tr.fp8_param_gather ? 2 * kFp32 + 1 : 4 * kBf16;
+  return 2 * g + master + 4 * kFp32;
+}
+
 LayerParams layer_params(const JobSpec& job, const Dims& x) {
   const ModelSpec& m = job.model;
   const std::int64_t gate = m.gated() ? 2 : 1;

@@ -79,6 +79,15 @@ std::int64_t saved_gemm_input(const Dims& x, std::int64_t elements);
 // weight plus TE's cached FP8 copies, or with fp8_param_gather the FP8
 // weight itself plus its column-wise copy.
 std::int64_t linear_weight_bytes(const JobSpec& job, std::int64_t params);
+// Bytes per parameter of the distributed optimizer's own state, for the
+// parameters of the rank's shard: Megatron-Core's fp32 master weight, Adam m
+// and v (12); Apex's DistributedFusedAdam as NeMo configures it, the 16-bit
+// remainders that complete the bf16 parameter to fp32 plus m and v (10), or
+// with FP8 parameters an fp32 master copy (store_params) plus m and v (12).
+std::int64_t optimizer_state_bytes_per_param(const JobSpec& job);
+// Bytes the optimizer step moves per parameter of the shard: the gradient
+// norm's read of the gradient, then Adam's reads and writes.
+std::int64_t optimizer_bytes_per_param(const JobSpec& job);
 LayerParams layer_params(const JobSpec& job, const Dims& x);
 // tp_comm_overlap's userbuffers, registered once per process by Transformer
 // Engine's initialize_ub: one per overlapped GEMM input or output (qkv,

@@ -314,6 +314,8 @@ class StageBuilder {
   void plan_buckets();
   void bucket_ready(int chunk, int item);
   int bucket_slot(const Bucket& bucket) const;
+  int bucket_shards(const Bucket& bucket) const;
+  void alloc_grad_shard(const Bucket& bucket);
   void reduce_bucket(const Bucket& bucket);
   void param_gather(bool overlapped);
   void finish_iteration();
@@ -365,6 +367,7 @@ class StageBuilder {
   std::vector<DeferredWgrad> deferred_wgrad_;
   std::uint32_t next_group_ = 1;
   std::int64_t optimizer_params_ = 0;
+  std::vector<int> grad_shards_;  // Apex's reduce-scattered shards, freed after the step
 };
 
 }  // namespace prism::megatron

@@ -45,6 +45,8 @@ TEST(JobSpec, EnumNames) {
   EXPECT_EQ(to_string(AttentionBackend::kUnfused), "unfused");
   EXPECT_EQ(to_string(Fp8Recipe::kBlockwise), "blockwise");
   EXPECT_EQ(to_string(CrossEntropyFusionImpl::kTe), "te");
+  EXPECT_EQ(to_string(OptimizerImpl::kMegatron), "megatron");
+  EXPECT_EQ(to_string(OptimizerImpl::kApexDistributedFusedAdam), "apex_distributed_fused_adam");
 }
 
 TEST(JobSpec, UnevenPipelineLayers) {
@@ -230,6 +232,8 @@ TEST(JobSpec, AcceptsWhatMegatronAccepts) {
   }
   fp8.training.fp8_param_gather = true;
   fp8.training.use_distributed_optimizer = true;
+  EXPECT_TRUE(validate_job(fp8).is_ok()) << validate_job(fp8).message();
+  fp8.training.optimizer_impl = OptimizerImpl::kApexDistributedFusedAdam;
   EXPECT_TRUE(validate_job(fp8).is_ok()) << validate_job(fp8).message();
   JobSpec bf16 = base_job();
   bf16.training.fp8_recipe = Fp8Recipe::kMxfp8;
@@ -606,7 +610,24 @@ INSTANTIATE_TEST_SUITE_P(
                     j->training.fp8_param_gather = true;
                   },
                   "training.fp8_param_gather: needs training.use_distributed_optimizer "
-                  "(Megatron's rule)"}),
+                  "(Megatron's rule)"},
+        Rejection{"apex adam without distopt",
+                  [](JobSpec* j) {
+                    j->training.optimizer_impl = OptimizerImpl::kApexDistributedFusedAdam;
+                  },
+                  "training.optimizer_impl: apex_distributed_fused_adam needs "
+                  "training.use_distributed_optimizer (Apex's DistributedFusedAdam always shards "
+                  "its state over data parallel)"},
+        Rejection{"apex adam with expert parallel",
+                  [](JobSpec* j) {
+                    *j = moe_job();
+                    j->training.use_distributed_optimizer = true;
+                    j->training.optimizer_impl = OptimizerImpl::kApexDistributedFusedAdam;
+                  },
+                  "training.optimizer_impl: apex_distributed_fused_adam needs "
+                  "parallelism.expert_model_parallel_size 1 (got 4; NeMo's "
+                  "MegatronDistributedFusedAdam shards every parameter over the one data-parallel "
+                  "group)"}),
     [](const ::testing::TestParamInfo<Rejection>& info) {
       std::string name = info.param.what;
       std::replace_if(

@@ -169,7 +169,7 @@ TEST(JobYaml, OverrideErrorsNameTheOverride) {
       "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_size, "
       "grad_reduce_in_fp32, "
       "fp8_recipe, fp8_param_gather, cross_entropy_loss_fusion, cross_entropy_fusion_impl, "
-      "defer_embedding_wgrad_compute, wgrad_deferral_limit)");
+      "defer_embedding_wgrad_compute, wgrad_deferral_limit, optimizer_impl)");
   EXPECT_EQ(error_of(kBase, {"optimizer.lr=3"}),
             "--set optimizer.lr=3: optimizer: unknown section (sections: name, model, training, "
             "parallelism, cluster)");
@@ -277,6 +277,7 @@ TEST(JobYaml, MemoryFieldsDefaultToMegatrons) {
   EXPECT_EQ(j->training.cross_entropy_fusion_impl, CrossEntropyFusionImpl::kNative);
   EXPECT_FALSE(j->training.defer_embedding_wgrad_compute);
   EXPECT_EQ(j->training.wgrad_deferral_limit, 0);
+  EXPECT_EQ(j->training.optimizer_impl, OptimizerImpl::kMegatron);
   EXPECT_EQ(j->model.hidden_dropout, 0.1);
   EXPECT_EQ(j->model.attention_dropout, 0.1);
   j = parse_job_yaml("model: {preset: llama3.1-8b}\ncluster: {preset: dgx-h100, num_gpus: 8}\n",
@@ -295,7 +296,8 @@ TEST(JobYaml, DashedSpellingsAreMegatronsArguments) {
       "training: {precision: fp8, fp8-recipe: tensorwise, grad-reduce-in-fp32: false,\n"
       "  use-distributed-optimizer: true, fp8-param-gather: true,\n"
       "  cross-entropy-loss-fusion: true, cross-entropy-fusion-impl: te,\n"
-      "  defer-embedding-wgrad-compute: true, wgrad-deferral-limit: 3}\n"
+      "  defer-embedding-wgrad-compute: true, wgrad-deferral-limit: 3,\n"
+      "  optimizer-impl: apex_distributed_fused_adam}\n"
       "parallelism: {tensor-model-parallel-size: 2, pipeline-model-parallel-size: 2}\n"
       "cluster: {preset: dgx-h100, num_gpus: 8}\n",
       "job.yaml", {"model.attention-dropout=0.2"});
@@ -310,6 +312,7 @@ TEST(JobYaml, DashedSpellingsAreMegatronsArguments) {
   EXPECT_EQ(j->training.cross_entropy_fusion_impl, CrossEntropyFusionImpl::kTe);
   EXPECT_TRUE(j->training.defer_embedding_wgrad_compute);
   EXPECT_EQ(j->training.wgrad_deferral_limit, 3);
+  EXPECT_EQ(j->training.optimizer_impl, OptimizerImpl::kApexDistributedFusedAdam);
   EXPECT_EQ(j->tp(), 2);
   EXPECT_EQ(error_of("model: {preset: llama2-7b}\n"
                      "training: {grad_reduce_in_fp32: true, grad-reduce-in-fp32: false}\n"

@@ -272,6 +272,56 @@ TEST(MegatronMemoryDtype, GradBufferAndReductionFollowTheGradDtype) {
   }
 }
 
+// Apex's DistributedFusedAdam as NeMo's distributed_fused_adam configures it
+// (docs/memory.md): the same contiguous grad buffer in grad_sync_dtype; per
+// shard parameter a 16-bit remainder and fp32 m and v (10 B; with FP8
+// params store_params keeps an fp32 copy instead: 12 B); each bucket's
+// reduce-scatter into a fresh grad_sync_dtype shard held to the end of the
+// iteration; a bf16 (FP8: uint8) params_shard for the step's output, held to
+// its all-gather; no fp32 copy of bf16 gradients.
+TEST(MegatronMemoryDtype, ApexDistributedFusedAdamState) {
+  struct Case {
+    std::string training;
+    std::int64_t g, state, param_shard;
+  };
+  const std::vector<Case> cases = {
+      {", grad_reduce_in_fp32: true", 4, 10, 2},
+      {", grad_reduce_in_fp32: false", 2, 10, 2},
+      {", grad_reduce_in_fp32: false, overlap_grad_reduce: true", 2, 10, 2},
+      {", grad_reduce_in_fp32: false, precision: fp8, fp8_param_gather: true", 2, 12, 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.training);
+    const BuiltJob megatron = build(dp_job(c.training));
+    const BuiltJob apex =
+        build(dp_job(c.training + ", optimizer_impl: apex_distributed_fused_adam"));
+    const Role& role = apex.graph.roles[0];
+    const std::int64_t P = apex.roles[0].parameters, shard = apex.roles[0].optimizer_params;
+    ASSERT_EQ(shard, P / 4);
+    EXPECT_EQ(named(role, "grad_buffer").bytes, c.g * P);
+    EXPECT_EQ(named(role, "optimizer_state").bytes, c.state * shard);
+    EXPECT_EQ(named(role, "main_grad_fp32").allocs, 0);
+    const Named grad_shards = named(role, "grad_shard");
+    EXPECT_EQ(grad_shards.bytes, c.g * shard);
+    EXPECT_GE(grad_shards.allocs, 1);
+    EXPECT_EQ(grad_shards.frees, grad_shards.allocs);
+    const Named param_shards = named(role, "param_sync_shard");
+    EXPECT_EQ(param_shards.bytes, c.param_shard * shard);
+    EXPECT_EQ(param_shards.frees, 1);
+    // Weights and TE's FP8 copies as with Megatron-Core; only the
+    // optimizer's own state differs in the model state.
+    EXPECT_EQ(named(role, "weights").bytes, named(megatron.graph.roles[0], "weights").bytes);
+    EXPECT_EQ(apex.roles[0].model_state_bytes.count,
+              megatron.roles[0].model_state_bytes.count - (12 - c.state) * shard);
+    // The data-parallel traffic is the same: g bytes per parameter reduced.
+    std::int64_t reduced = 0;
+    for (const Op& op : role.ops)
+      if (op.kind == OpKind::kCollective && role.names[op.name] == "dp_grad_reduce")
+        reduced += op.bytes.count;
+    EXPECT_EQ(reduced, c.g * P);
+  }
+}
+
 // Linear weights per rank of dp_job's model: per layer QKV + projection
 // (4 h^2) and FC1 + FC2 (8 h^2), 2 layers; norms, biases, embeddings stay bf16.
 constexpr std::int64_t kLinear = 2 * 12 * 256 * 256;
