@@ -418,14 +418,20 @@ void StageBuilder::finish_iteration() {
   // Apex without contiguous_param_buffer (NeMo leaves it off): step() gives
   // each bucket a params_shard (torch.empty, param_sync_dtype: bf16, or uint8
   // with FP8 params) for the kernel's output, held until the bucket's
-  // all-gather has copied it into the parameters.
-  const int param_shards =
-      apex ? alloc(optimizer_params_ * (tr.fp8_param_gather ? 1 : kBf16), "param_sync_shard") : -1;
+  // all-gather has copied it into the parameters; one allocation per bucket.
+  std::vector<int> param_shards;
+  if (apex) {
+    for (const auto& chunk : buckets_)
+      for (const Bucket& bucket : chunk)
+        param_shards.push_back(
+            alloc(bucket.params / bucket_shards(bucket) * (tr.fp8_param_gather ? 1 : kBf16),
+                  "param_sync_shard"));
+  }
   kernel(memory_bound("optimizer", optimizer_params_ * optimizer_bytes_per_param(job_)),
          "optimizer");
   if (!tr.overlap_param_gather) param_gather(false);
   if (main_grads >= 0) free(main_grads);
-  if (param_shards >= 0) free(param_shards);
+  for (const int shard : param_shards) free(shard);
   for (const int shard : grad_shards_) free(shard);
   grad_shards_.clear();
 }
