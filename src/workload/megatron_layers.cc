@@ -525,6 +525,7 @@ void StageBuilder::drain_deferred_wgrad() {
   if (!job_.training.overlap_grad_reduce) return;
   const Bucket& bucket = buckets_[v_ - 1][kOutputBucket];
   if (bucket_slot(bucket) < 0) return;
+  alloc_grad_shard(bucket);
   record(kCompute, "grads_ready");
   wait(kDp, "grads_ready");
   reduce_bucket(bucket);

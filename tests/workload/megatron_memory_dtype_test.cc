@@ -323,6 +323,57 @@ TEST(MegatronMemoryDtype, ApexDistributedFusedAdamState) {
   }
 }
 
+// The same by hand for dp_job's model (GELU, LayerNorm, biases, tied
+// embeddings, learned positions; dp 4): per layer QKV 3h^2 + 3h, projection
+// h^2 + h, FC1 4h^2 + 4h, FC2 4h^2 + h, two LayerNorms 4h, i.e. 12h^2 + 13h
+// = 789,760; two layers, the padded vocabulary 1024 x h, 512 positions x h
+// and the final LayerNorm 2h: P = 1,973,248 on the one stage, a shard of
+// P / 4 = 493,312. With bf16 gradient sync Apex keeps 2P + 2P + 10 P/4 =
+// 12,826,112 bytes of model state (Megatron-Core 2P + 2P + 12 P/4 =
+// 13,812,736), and 2 P/4 = 986,624 bytes each of gradient and parameter
+// shards around the step.
+TEST(MegatronMemoryDtype, ApexDistributedFusedAdamBytesByHand) {
+  constexpr std::int64_t h = 256, P = 2 * (12 * h * h + 13 * h) + 1024 * h + 512 * h + 2 * h;
+  static_assert(P == 1'973'248);
+  const BuiltJob b =
+      build(dp_job(", grad_reduce_in_fp32: false, optimizer_impl: "
+                   "apex_distributed_fused_adam"));
+  const Role& role = b.graph.roles[0];
+  EXPECT_EQ(b.roles[0].parameters, P);
+  EXPECT_EQ(b.roles[0].optimizer_params, 493'312);
+  EXPECT_EQ(named(role, "weights").bytes, 3'946'496);
+  EXPECT_EQ(named(role, "grad_buffer").bytes, 3'946'496);
+  EXPECT_EQ(named(role, "optimizer_state").bytes, 4'933'120);
+  EXPECT_EQ(named(role, "grad_shard").bytes, 986'624);
+  EXPECT_EQ(named(role, "param_sync_shard").bytes, 986'624);
+  EXPECT_EQ(b.roles[0].model_state_bytes.count, 12'826'112);
+  EXPECT_EQ(build(dp_job(", grad_reduce_in_fp32: false")).roles[0].model_state_bytes.count,
+            13'812'736);
+}
+
+// Every bucket gets its gradient shard at its reduce-scatter, also the
+// output layer's, which defer_embedding_wgrad_compute reduces after the
+// drain at the pipeline flush: as many gradient shards as parameter shards on
+// each stage, fp32 (4/d) against bf16 (2/d).
+TEST(MegatronMemoryDtype, ApexGradShardPerBucketWithDeferredWgrad) {
+  const BuiltJob b = build(
+      parse("model: {num_layers: 2, hidden_size: 256, num_attention_heads: 8, vocab_size: 1000}\n"
+            "training: {seq_length: 512, global_batch_size: 8, use_distributed_optimizer: true,\n"
+            "  overlap_grad_reduce: true, defer_embedding_wgrad_compute: true,\n"
+            "  optimizer_impl: apex_distributed_fused_adam}\n"
+            "parallelism: {pipeline_model_parallel_size: 2}\n"
+            "cluster: {preset: dgx-h100, num_gpus: 4}\n"));
+  ASSERT_EQ(b.graph.roles.size(), 2u);
+  for (const Role& role : b.graph.roles) {
+    SCOPED_TRACE(role.name);
+    const Named grads = named(role, "grad_shard"), params = named(role, "param_sync_shard");
+    EXPECT_GE(grads.allocs, 1);
+    EXPECT_EQ(grads.allocs, params.allocs);
+    EXPECT_EQ(grads.frees, grads.allocs);
+    EXPECT_EQ(grads.bytes, 2 * params.bytes);
+  }
+}
+
 // Linear weights per rank of dp_job's model: per layer QKV + projection
 // (4 h^2) and FC1 + FC2 (8 h^2), 2 layers; norms, biases, embeddings stay bf16.
 constexpr std::int64_t kLinear = 2 * 12 * 256 * 256;
