@@ -46,6 +46,8 @@ inline constexpr std::string_view kPrismIndex = "prism_index";
 // GlobalMetadata attributes.
 inline constexpr std::string_view kPrismStreams = "prism_streams";
 inline constexpr std::string_view kPrismRole = "prism_role";
+// The cluster spec a graph was built for (ExecutionGraph::cluster), when it has one.
+inline constexpr std::string_view kPrismCluster = "prism_cluster";
 
 // Where an error is, for its message: "<text>: node <id>", or just the text
 // (a file, "the GlobalMetadata"). Formatted only when an error needs it, as

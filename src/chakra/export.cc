@@ -95,6 +95,8 @@ class Exporter {
     meta.set_version(kEtVersion);
     chakra::add_string(meta.mutable_attr(), chakra::kPrismRole, role.name);
     chakra::add_string_list(meta.mutable_attr(), chakra::kPrismStreams, role.streams);
+    if (!g_.cluster.empty())
+      chakra::add_string(meta.mutable_attr(), chakra::kPrismCluster, g_.cluster);
     chakra::append_delimited(meta, &rn.metadata);
     std::vector<std::int32_t> last(role.streams.size(), kNone);
     rn.prev.resize(role.ops.size());

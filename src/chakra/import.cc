@@ -12,11 +12,13 @@
 // "world".
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "chakra/attributes.h"
 #include "chakra/chakra.h"
 #include "chakra/comm_groups.h"
 #include "chakra/et_file.h"
@@ -151,10 +153,16 @@ Result<ExecutionGraph> import_chakra(const fs::path& dir_or_prefix,
 
   std::vector<RankProgram> programs;
   programs.reserve(set.files.size());
+  std::optional<std::string> cluster;  // rank 0's, as PrismLLM's export writes it
   for (Rank r = 0; r < world; ++r) {
     const std::string source = set.files[r].string();
     PRISM_ASSIGN_OR_RETURN(const std::string bytes, read_file(source));
     PRISM_ASSIGN_OR_RETURN(const chakra::EtFile file, chakra::decode_et(bytes, source));
+    if (r == 0) {
+      PRISM_ASSIGN_OR_RETURN(cluster,
+                             chakra::string_attr(file.metadata->attr(), chakra::kPrismCluster,
+                                                 fmt::format("{}: the GlobalMetadata", source)));
+    }
     PRISM_ASSIGN_OR_RETURN(RankProgram p, chakra::rank_program(file, r, ctx, source));
     programs.push_back(std::move(p));
   }
@@ -162,8 +170,11 @@ Result<ExecutionGraph> import_chakra(const fs::path& dir_or_prefix,
   for (RankProgram& p : programs)
     for (ProgramComm& c : p.comms) c.key = keys.at(c.key);
   Layout layout(world, {{"rank", world}}, options.gpus_per_node);
-  return assemble_graph(options.name.empty() ? set.prefix : options.name, std::move(layout),
-                        std::move(programs), "role");
+  PRISM_ASSIGN_OR_RETURN(ExecutionGraph g,
+                         assemble_graph(options.name.empty() ? set.prefix : options.name,
+                                        std::move(layout), std::move(programs), "role"));
+  if (cluster) g.cluster = *cluster;
+  return g;
 }
 
 }  // namespace prism

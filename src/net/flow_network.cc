@@ -90,6 +90,10 @@ CollectiveCost FlowNetwork::solo_cost(const Transfer& t) const {
   return *c;
 }
 
+int FlowNetwork::sms_held(const Transfer& t) const {
+  return solo_cost(t).channels;
+}
+
 void FlowNetwork::add_bytes(std::vector<MaxMinSolver::Demand>* d, MaxMinSolver::ResourceId r,
                             double b) const {
   if (b > 0) d->push_back(MaxMinSolver::Demand{r, b});

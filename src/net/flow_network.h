@@ -46,6 +46,9 @@ class FlowNetwork final : public NetworkModel {
   void take_completed(SimTime t, std::vector<TransferId>* done) override;
   bool folding_exact() const override;
   Status admit(const Transfer& t) const override;
+  // The channels the tuner gives `t` (solo_cost): NCCL launches one block per
+  // channel.
+  int sms_held(const Transfer& t) const override;
 
   const NcclTuner& tuner() const { return tuner_; }
   // What the tuner says `t` costs alone (also what start() uses).

@@ -61,6 +61,13 @@ class NetworkModel {
     (void)t;
     return Status::ok();
   }
+  // The SMs each member's NCCL kernel for `t` occupies while it runs: one
+  // thread block per channel, each on its own SM; 0 for a model without
+  // channels.
+  virtual int sms_held(const Transfer& t) const {
+    (void)t;
+    return 0;
+  }
 };
 
 }  // namespace prism

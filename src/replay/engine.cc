@@ -164,7 +164,13 @@ bool Engine::issue_group(std::uint32_t s, std::uint16_t st) {
 SimTime Engine::compute_duration(const SimRank& sr, std::int32_t oi, const Op& op) const {
   const SimTime d =
       op.cost == kNone ? op.duration : models_.compute->duration(g_.roles[sr.role].costs[op.cost]);
-  const SimTime scaled = scale_duration(d, sr.scale_ppm);
+  SimTime scaled = scale_duration(d, sr.scale_ppm);
+  if (sr.nccl_sms > 0) {
+    // The kernel gets the SMs NCCL leaves it: sm_count / (sm_count - held).
+    const std::int64_t sms = options_.sm_count;
+    const std::int64_t free = std::max<std::int64_t>(sms - sr.nccl_sms, 1);
+    scaled = scale_duration(scaled, (sms * 1'000'000 + free - 1) / free);
+  }
   if (options_.jitter_ppm <= 0) return scaled;
   // A factor in [1, 1 + jitter_ppm / 1e6] from (seed, rank, op) alone: the
   // same in every replay, whatever the order of events.
@@ -281,7 +287,11 @@ void Engine::post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const 
 
 void Engine::start_transfer(const Transfer& t, InFlight rec, const std::vector<Arrival>& arrivals) {
   rec.start = now_;
-  for (const Arrival& a : arrivals) account(sranks_[a.srank], 0, +1);
+  if (options_.sm_count > 0) rec.sms = models_.network->sms_held(t);
+  for (const Arrival& a : arrivals) {
+    account(sranks_[a.srank], 0, +1);
+    sranks_[a.srank].nccl_sms += rec.sms;
+  }
   in_flight_.emplace(models_.network->start(t, now_), rec);
 }
 
@@ -292,11 +302,14 @@ void Engine::finish_transfer(TransferId id) {
   in_flight_.erase(it);
   if (drop_failed_transfer(rec)) return;
   if (!rec.collective) {
+    sranks_[rec.match.send.srank].nccl_sms -= rec.sms;
+    sranks_[rec.match.recv.srank].nccl_sms -= rec.sms;
     complete(rec.match.send, rec.start);
     complete(rec.match.recv, rec.start);
     return;
   }
   CollectiveRendezvous& c = comms_[rec.comm];
+  for (const Arrival& a : c.arrivals(rec.seq)) sranks_[a.srank].nccl_sms -= rec.sms;
   for (const Arrival& a : c.arrivals(rec.seq)) complete(a, rec.start);
   c.release(rec.seq);
 }

@@ -76,6 +76,7 @@ class Engine {
     bool failed = false;    // in ReplayOptions::failed_ranks
     int computing = 0;      // compute ops running
     int communicating = 0;  // communication ops with data moving
+    int nccl_sms = 0;       // SMs its NCCL kernels moving data hold (ReplayOptions::sm_count)
     SimTime last_change;
     SimTime compute, exposed, idle, finish;
     IterationMarks iteration_marks;
@@ -97,6 +98,7 @@ class Engine {
     std::int64_t seq = 0;
     P2PRendezvous::Match match;
     SimTime start;
+    int sms = 0;  // each member's NCCL kernel holds this many SMs
   };
 
   void build_role_tables();

@@ -54,6 +54,12 @@ struct ReplayOptions {
   // (fold_tags): every rank of a failed rank's class must fail.
   std::vector<Rank> failed_ranks;
   SimTime fail_at = SimTime::never();
+  // SM contention (docs/replay.md): with sm_count > 0, the GPU's SMs, a
+  // compute op a rank starts while its NCCL kernels hold H SMs (the channels
+  // of its collectives and send/recvs moving data, NetworkModel::sms_held)
+  // takes sm_count / (sm_count - H) as long. 0: no contention, for graphs
+  // whose kernel times were taken in situ (they contain it already).
+  int sm_count = 0;
 };
 
 class NcclMemory;  // replay/nccl_memory.h

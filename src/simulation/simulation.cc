@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "compute/gpu_spec.h"
 #include "net/cluster_yaml.h"
 #include "report/breakdown.h"
 #include "report/memory_report.h"
@@ -142,6 +143,17 @@ void summarize_roles(const PreparedJob& p, const ReplayResult& r, const std::vec
 
 namespace {
 
+// SM contention applies to graphs built for a cluster (a job spec's, or a
+// slicing's): their kernel times come from isolated measurements or the
+// compute model, which never shared the GPU with NCCL. A graph without a
+// recorded cluster (Kineto, Chakra, hand-written) has times taken in situ or
+// given as they are. A GPU without a preset (no SM count) has none.
+int contention_sms(const ExecutionGraph& g, const ClusterSpec& cluster) {
+  if (g.cluster.empty()) return 0;
+  const Result<GpuSpec> gpu = gpu_spec(cluster.gpu_model);
+  return gpu.is_ok() ? gpu.value().num_sms : 0;
+}
+
 // What a rank may use past an OOM's comparison: the GPU, or its
 // --memory-fraction share.
 Bytes usable_capacity(const DeviceMemoryOptions& d) {
@@ -158,6 +170,7 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
   ReplayOptions options;
   options.fold = o.fold;
   options.trace_ranks = o.trace_ranks;
+  options.sm_count = contention_sms(g, cluster);
   std::optional<WhatIfReplay> what_if;
   ExecutionGraph perturbed;  // with the stragglers' overrides
   ModelOptions model_options = o.models;

@@ -82,6 +82,25 @@ TEST(FlowNetwork, AloneItTakesTheTunersTime) {
   EXPECT_EQ(drain(net)[1], net.solo_cost(ar).time());
 }
 
+// NCCL's kernel runs one block per channel: a transfer holds the tuner's
+// channels of SMs (a send/recv one; a 16-rank all-reduce of 1 GiB over two
+// DGX H100 nodes more, as the tuner picks them).
+TEST(FlowNetwork, ATransferHoldsItsChannelsOfSms) {
+  FlowNetwork net(h100(2));
+  const std::array<std::int32_t, 2> pair{0, 8};
+  EXPECT_EQ(net.sms_held(p2p(pair, 1 << 20, false)), 1);
+  std::vector<std::int32_t> ranks(16);
+  for (int i = 0; i < 16; ++i) ranks[i] = i;
+  Transfer ar;
+  ar.collective = CollectiveKind::kAllReduce;
+  ar.bytes = Bytes{1 << 30};
+  ar.ranks = ranks;
+  ar.num_nodes = 2;
+  ar.max_ranks_per_node = 8;
+  EXPECT_EQ(net.sms_held(ar), net.solo_cost(ar).channels);
+  EXPECT_GT(net.sms_held(ar), 1);
+}
+
 // Two equal sends through one NIC share it equally: both take twice the
 // bandwidth time (bytes are conserved), plus the latency once.
 TEST(FlowNetwork, EqualFlowsShareANic) {
