@@ -56,6 +56,11 @@ constexpr std::array<std::pair<CrossEntropyFusionImpl, std::string_view>, 2>
         {CrossEntropyFusionImpl::kNative, "native"},
         {CrossEntropyFusionImpl::kTe, "te"},
     }};
+constexpr std::array<std::pair<CudaGraphScope, std::string_view>, 3> kCudaGraphScopeNames{{
+    {CudaGraphScope::kFull, "full"},
+    {CudaGraphScope::kAttn, "attn"},
+    {CudaGraphScope::kFullIteration, "full_iteration"},
+}};
 
 // ---------------------------------------------------------------------------
 // Model presets. Every number is the released model's (Hugging Face
@@ -174,6 +179,9 @@ std::string_view to_string(Fp8Recipe r) {
 }
 std::string_view to_string(CrossEntropyFusionImpl c) {
   return internal::enum_name(c, kCrossEntropyFusionImplNames);
+}
+std::string_view to_string(CudaGraphScope c) {
+  return internal::enum_name(c, kCudaGraphScopeNames);
 }
 
 const std::vector<std::string_view>& model_preset_names() {
