@@ -152,14 +152,9 @@ const std::vector<Requirement>& requirements() {
        text("true"),
        L::kMegatronCore,
        {0, 9, 0},
-       "per-layer CUDA graphs in training are new in 0.9.0 (CHANGELOG; 0.8.0 has the field for "
-       "inference only)"},
-      {"training.external_cuda_graph",
-       [](const JobSpec& j) { return j.training.external_cuda_graph; },
-       text("true"),
-       L::kMegatronCore,
-       {0, 9, 0},
-       "TransformerConfig.external_cuda_graph is new in 0.9.0"},
+       "Megatron-Core's own graphs (CudaGraphManager, transformer/cuda_graphs.py) are new "
+       "in 0.9.0; before it the field only lets TransformerBlock replay graphs the training "
+       "script captured, which external_cuda_graph names"},
       {"training.cuda_graph_scope",
        [](const JobSpec& j) {
          return any_cuda_graph(j) && j.training.cuda_graph_scope == CudaGraphScope::kAttn;

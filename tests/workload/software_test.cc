@@ -133,165 +133,227 @@ void te_cross_entropy(JobSpec* j) {
   j->training.cross_entropy_fusion_impl = CrossEntropyFusionImpl::kTe;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Gates, SoftwareRejects,
-    ::testing::Values(
-        Gate{"fused cross entropy",
-             [](JobSpec* j) { j->training.cross_entropy_loss_fusion = true; },
-             {"24.05", {}, {}},
-             {"24.07", {}, {}},
-             "training.cross_entropy_loss_fusion: true needs Megatron-Core 0.8.0 or later "
-             "(software.nemo 24.05 ships Megatron-Core 0.7.0; "
-             "ModelParallelConfig.cross_entropy_loss_fusion is new in 0.8.0)"},
-        Gate{"te cross entropy in megatron-core", te_cross_entropy,
-             {"", {0, 11, 0}, {}},
-             {"", {0, 12, 0}, {}},
-             "training.cross_entropy_fusion_impl: te needs Megatron-Core 0.12.0 or later "
-             "(software.megatron_core is 0.11.0; ModelParallelConfig.cross_entropy_fusion_impl "
-             "is new in 0.12.0)"},
-        Gate{"te cross entropy in te", te_cross_entropy,
-             {"", {}, {2, 0, 0}},
-             {"", {}, {2, 1, 0}},
-             "training.cross_entropy_fusion_impl: te needs Transformer Engine 2.1 or later "
-             "(software.transformer_engine is 2.0; transformer_engine.pytorch.cross_entropy is "
-             "new in 2.1; without it Megatron-Core raises 'Trying to use a TE block when it's "
-             "not present.')"},
-        Gate{"tensorwise in megatron-core",
-             [](JobSpec* j) { fp8(j, Fp8Recipe::kTensorwise); },
-             {"24.07", {}, {}},
-             {"", {0, 12, 0}, {2, 2, 0}},
-             "training.fp8_recipe: tensorwise needs Megatron-Core 0.12.0 or later (software.nemo "
-             "24.07 ships Megatron-Core 0.8.0; --fp8-recipe and its Fp8Recipe enum are new in "
-             "0.12.0; before it Megatron-Core always builds TE's DelayedScaling)"},
-        Gate{"tensorwise in te", [](JobSpec* j) { fp8(j, Fp8Recipe::kTensorwise); },
-             {"", {0, 12, 0}, {2, 1, 0}},
-             {"", {0, 12, 0}, {2, 2, 0}},
-             "training.fp8_recipe: tensorwise needs Transformer Engine 2.2 or later "
-             "(software.transformer_engine is 2.1; Megatron-Core's get_fp8_recipe: 'Please make "
-             "sure to use TransformerEngine version >= 2.2.0.dev0 for Float8CurrentScaling')"},
-        Gate{"blockwise in megatron-core", [](JobSpec* j) { fp8(j, Fp8Recipe::kBlockwise); },
-             {"", {0, 12, 0}, {}},
-             {"", {0, 13, 0}, {}},
-             "training.fp8_recipe: blockwise needs Megatron-Core 0.13.0 or later "
-             "(software.megatron_core is 0.12.0; Fp8Recipe.blockwise is new in 0.13.0)"},
-        Gate{"blockwise in te", [](JobSpec* j) { fp8(j, Fp8Recipe::kBlockwise); },
-             {"", {}, {2, 2, 0}},
-             {"", {}, {2, 3, 0}},
-             "training.fp8_recipe: blockwise needs Transformer Engine 2.3 or later "
-             "(software.transformer_engine is 2.2; Megatron-Core's get_fp8_recipe: '>= "
-             "2.3.0.dev0 for Float8BlockScaling')"},
-        Gate{"mxfp8 in te",
-             [](JobSpec* j) {
-               fp8(j, Fp8Recipe::kMxfp8);
-               j->cluster = cluster_preset("dgx-b200").value();
-               j->cluster.num_nodes = 1;
-             },
-             {"", {}, {2, 0, 0}},
-             {"", {}, {2, 1, 0}},
-             "training.fp8_recipe: mxfp8 needs Transformer Engine 2.1 or later "
-             "(software.transformer_engine is 2.0; Megatron-Core's get_fp8_recipe: 'Please make "
-             "sure to use TransformerEngine version >= 2.2.0.dev0 for Float8CurrentScaling, >= "
-             "2.1.0 for MXFP8BlockScaling, and >= 2.3.0.dev0 for Float8BlockScaling')"},
-        Gate{"fp8 param gather",
-             [](JobSpec* j) {
-               fp8(j, Fp8Recipe::kDelayed);
-               j->training.use_distributed_optimizer = true;
-               j->training.fp8_param_gather = true;
-             },
-             {"24.07", {}, {}},
-             {"24.09", {}, {}},
-             "training.fp8_param_gather: true needs Megatron-Core 0.9.0 or later (software.nemo "
-             "24.07 ships Megatron-Core 0.8.0; DistributedDataParallelConfig.fp8_param_gather is "
-             "new in 0.9.0)"},
-        Gate{"uneven first stage",
-             [](JobSpec* j) { j->parallelism.decoder_first_pipeline_num_layers = 14; },
-             {"", {0, 8, 0}, {}},
-             {"", {0, 9, 0}, {}},
-             "parallelism.decoder_first_pipeline_num_layers: 14 needs Megatron-Core 0.9.0 or "
-             "later (software.megatron_core is 0.8.0; TransformerConfig.first_pipeline_num_layers "
-             "/ last_pipeline_num_layers are new in 0.9.0)"},
-        Gate{"uneven last stage with interleaving",
-             [](JobSpec* j) {
-               j->parallelism.decoder_last_pipeline_num_layers = 14;
-               j->parallelism.virtual_pipeline_model_parallel_size = 2;
-             },
-             {"24.09", {}, {}},
-             {"25.02", {}, {}},
-             "parallelism.decoder_last_pipeline_num_layers: 14 with "
-             "parallelism.virtual_pipeline_model_parallel_size 2 needs Megatron-Core 0.11.0 or "
-             "later (software.nemo 24.09 ships Megatron-Core 0.9.0; 0.9.0 and 0.10.0 assert "
-             "'Uneven number of layer not compatible with interleaved pipeline schedule')"},
-        Gate{"embedding in the split",
-             [](JobSpec* j) {
-               j->model.num_layers = 31;
-               j->parallelism.account_for_embedding_in_pipeline_split = true;
-             },
-             {"", {0, 10, 0}, {}},
-             {"", {0, 11, 0}, {}},
-             "parallelism.account_for_embedding_in_pipeline_split: true needs Megatron-Core 0.11.0 "
-             "or later (software.megatron_core is 0.10.0; "
-             "TransformerConfig.account_for_embedding_in_pipeline_split is new in 0.11.0)"},
-        Gate{"loss in the split",
-             [](JobSpec* j) {
-               j->model.num_layers = 31;
-               j->parallelism.account_for_loss_in_pipeline_split = true;
-             },
-             {"", {0, 10, 0}, {}},
-             {"", {0, 11, 0}, {}},
-             "parallelism.account_for_loss_in_pipeline_split: true needs Megatron-Core 0.11.0 or "
-             "later (software.megatron_core is 0.10.0; "
-             "TransformerConfig.account_for_loss_in_pipeline_split is new in 0.11.0)"},
-        Gate{"megatron cuda graphs", [](JobSpec* j) { j->training.enable_cuda_graph = true; },
-             {"24.07", {}, {}},
-             {"24.09", {}, {}},
-             "training.enable_cuda_graph: true needs Megatron-Core 0.9.0 or later (software.nemo "
-             "24.07 ships Megatron-Core 0.8.0; per-layer CUDA graphs in training are new in 0.9.0 "
-             "(CHANGELOG; 0.8.0 has the field for inference only))"},
-        Gate{"te cuda graphs", [](JobSpec* j) { j->training.external_cuda_graph = true; },
-             {"", {0, 8, 0}, {}},
-             {"", {0, 9, 0}, {}},
-             "training.external_cuda_graph: true needs Megatron-Core 0.9.0 or later "
-             "(software.megatron_core is 0.8.0; TransformerConfig.external_cuda_graph is new in "
-             "0.9.0)"},
-        Gate{"attention-only graphs",
-             [](JobSpec* j) {
-               j->training.external_cuda_graph = true;
-               j->training.cuda_graph_scope = CudaGraphScope::kAttn;
-             },
-             {"25.02", {}, {}},
-             {"", {0, 12, 0}, {}},
-             "training.cuda_graph_scope: attn needs Megatron-Core 0.12.0 or later (software.nemo "
-             "25.02 ships Megatron-Core 0.11.0; TransformerConfig.cuda_graph_scope is new in "
-             "0.12.0)"},
-        Gate{"full-iteration graph",
-             [](JobSpec* j) {
-               j->training.enable_cuda_graph = true;
-               j->training.cuda_graph_scope = CudaGraphScope::kFullIteration;
-             },
-             {"", {0, 13, 0}, {}},
-             {"25.09", {}, {}},
-             "training.cuda_graph_scope: full_iteration needs Megatron-Core 0.14.0 or later "
-             "(software.megatron_core is 0.13.0; the full-iteration graph (full_cuda_graph.py) "
-             "is new in 0.14.0)"},
-        Gate{"full-iteration graph with te cross entropy",
-             [](JobSpec* j) {
-               j->training.enable_cuda_graph = true;
-               j->training.cuda_graph_scope = CudaGraphScope::kFullIteration;
-               te_cross_entropy(j);
-             },
-             {"", {0, 14, 0}, {2, 6, 0}},
-             {"25.09", {}, {}},
-             "training.cuda_graph_scope: full_iteration with cross_entropy_fusion_impl te needs "
-             "Transformer Engine 2.7 or later (software.transformer_engine is 2.6; Megatron-Core's "
-             "LanguageModule: 'CUDA graph compatible cross entropy requires TransformerEngine >= "
-             "2.7.0')"}),
-    [](const ::testing::TestParamInfo<Gate>& info) {
-      std::string name = info.param.what;
-      std::replace_if(
-          name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
-          '_');
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Gates, SoftwareRejects,
+                         ::testing::
+                             Values(Gate{"fused cross entropy",
+                                         [](JobSpec* j) {
+                                           j->training.cross_entropy_loss_fusion = true;
+                                         },
+                                         {"24.05", {}, {}},
+                                         {"24.07", {}, {}},
+                                         "training.cross_entropy_loss_fusion: true needs "
+                                         "Megatron-Core 0.8.0 or later "
+                                         "(software.nemo 24.05 ships Megatron-Core 0.7.0; "
+                                         "ModelParallelConfig.cross_entropy_loss_fusion is new in "
+                                         "0.8.0)"},
+                                    Gate{"te cross entropy in megatron-core",
+                                         te_cross_entropy,
+                                         {"", {0, 11, 0}, {}},
+                                         {"", {0, 12, 0}, {}},
+                                         "training.cross_entropy_fusion_impl: te needs "
+                                         "Megatron-Core 0.12.0 or later "
+                                         "(software.megatron_core is 0.11.0; "
+                                         "ModelParallelConfig.cross_entropy_fusion_impl "
+                                         "is new in 0.12.0)"},
+                                    Gate{"te cross entropy in te",
+                                         te_cross_entropy,
+                                         {"", {}, {2, 0, 0}},
+                                         {"", {}, {2, 1, 0}},
+                                         "training.cross_entropy_fusion_impl: te needs Transformer "
+                                         "Engine 2.1 or later "
+                                         "(software.transformer_engine is 2.0; "
+                                         "transformer_engine.pytorch.cross_entropy is "
+                                         "new in 2.1; without it Megatron-Core raises 'Trying to "
+                                         "use a TE block when it's "
+                                         "not present.')"},
+                                    Gate{"tensorwise in megatron-core",
+                                         [](JobSpec* j) { fp8(j, Fp8Recipe::kTensorwise); },
+                                         {"24.07", {}, {}},
+                                         {"", {0, 12, 0}, {2, 2, 0}},
+                                         "training.fp8_recipe: tensorwise needs Megatron-Core "
+                                         "0.12.0 or later (software.nemo "
+                                         "24.07 ships Megatron-Core 0.8.0; --fp8-recipe and its "
+                                         "Fp8Recipe enum are new in "
+                                         "0.12.0; before it Megatron-Core always builds TE's "
+                                         "DelayedScaling)"},
+                                    Gate{"tensorwise in te",
+                                         [](JobSpec* j) { fp8(j, Fp8Recipe::kTensorwise); },
+                                         {"", {0, 12, 0}, {2, 1, 0}},
+                                         {"", {0, 12, 0}, {2, 2, 0}},
+                                         "training.fp8_recipe: tensorwise needs Transformer Engine "
+                                         "2.2 or later "
+                                         "(software.transformer_engine is 2.1; Megatron-Core's "
+                                         "get_fp8_recipe: 'Please make "
+                                         "sure to use TransformerEngine version >= 2.2.0.dev0 for "
+                                         "Float8CurrentScaling')"},
+                                    Gate{"blockwise in megatron-core",
+                                         [](JobSpec* j) { fp8(j, Fp8Recipe::kBlockwise); },
+                                         {"", {0, 12, 0}, {}},
+                                         {"", {0, 13, 0}, {}},
+                                         "training.fp8_recipe: blockwise needs Megatron-Core "
+                                         "0.13.0 or later "
+                                         "(software.megatron_core is 0.12.0; Fp8Recipe.blockwise "
+                                         "is new in 0.13.0)"},
+                                    Gate{"blockwise in te",
+                                         [](JobSpec* j) { fp8(j, Fp8Recipe::kBlockwise); },
+                                         {"", {}, {2, 2, 0}},
+                                         {"", {}, {2, 3, 0}},
+                                         "training.fp8_recipe: blockwise needs Transformer Engine "
+                                         "2.3 or later "
+                                         "(software.transformer_engine is 2.2; Megatron-Core's "
+                                         "get_fp8_recipe: '>= "
+                                         "2.3.0.dev0 for Float8BlockScaling')"},
+                                    Gate{"mxfp8 in te",
+                                         [](JobSpec* j) {
+                                           fp8(j, Fp8Recipe::kMxfp8);
+                                           j->cluster = cluster_preset("dgx-b200").value();
+                                           j->cluster.num_nodes = 1;
+                                         },
+                                         {"", {}, {2, 0, 0}},
+                                         {"", {}, {2, 1, 0}},
+                                         "training.fp8_recipe: mxfp8 needs Transformer Engine 2.1 "
+                                         "or later "
+                                         "(software.transformer_engine is 2.0; Megatron-Core's "
+                                         "get_fp8_recipe: 'Please make "
+                                         "sure to use TransformerEngine version >= 2.2.0.dev0 for "
+                                         "Float8CurrentScaling, >= "
+                                         "2.1.0 for MXFP8BlockScaling, and >= 2.3.0.dev0 for "
+                                         "Float8BlockScaling')"},
+                                    Gate{"fp8 param gather",
+                                         [](JobSpec* j) {
+                                           fp8(j, Fp8Recipe::kDelayed);
+                                           j->training.use_distributed_optimizer = true;
+                                           j->training.fp8_param_gather = true;
+                                         },
+                                         {"24.07", {}, {}},
+                                         {"24.09", {}, {}},
+                                         "training.fp8_param_gather: true needs Megatron-Core "
+                                         "0.9.0 or later (software.nemo "
+                                         "24.07 ships Megatron-Core 0.8.0; "
+                                         "DistributedDataParallelConfig.fp8_param_gather is "
+                                         "new in 0.9.0)"},
+                                    Gate{"uneven first stage",
+                                         [](JobSpec* j) {
+                                           j->parallelism.decoder_first_pipeline_num_layers = 14;
+                                         },
+                                         {"", {0, 8, 0}, {}},
+                                         {"", {0, 9, 0}, {}},
+                                         "parallelism.decoder_first_pipeline_num_layers: 14 needs "
+                                         "Megatron-Core 0.9.0 or "
+                                         "later (software.megatron_core is 0.8.0; "
+                                         "TransformerConfig.first_pipeline_num_layers "
+                                         "/ last_pipeline_num_layers are new in 0.9.0)"},
+                                    Gate{"uneven last stage with interleaving",
+                                         [](JobSpec* j) {
+                                           j->parallelism.decoder_last_pipeline_num_layers = 14;
+                                           j->parallelism.virtual_pipeline_model_parallel_size = 2;
+                                         },
+                                         {"24.09", {}, {}},
+                                         {"25.02", {}, {}},
+                                         "parallelism.decoder_last_pipeline_num_layers: 14 with "
+                                         "parallelism.virtual_pipeline_model_parallel_size 2 needs "
+                                         "Megatron-Core 0.11.0 or "
+                                         "later (software.nemo 24.09 ships Megatron-Core 0.9.0; "
+                                         "0.9.0 and 0.10.0 assert "
+                                         "'Uneven number of layer not compatible with interleaved "
+                                         "pipeline schedule')"},
+                                    Gate{"embedding in the split",
+                                         [](JobSpec* j) {
+                                           j->model.num_layers = 31;
+                                           j->parallelism.account_for_embedding_in_pipeline_split =
+                                               true;
+                                         },
+                                         {"", {0, 10, 0}, {}},
+                                         {"", {0, 11, 0}, {}},
+                                         "parallelism.account_for_embedding_in_pipeline_split: "
+                                         "true needs Megatron-Core 0.11.0 "
+                                         "or later (software.megatron_core is 0.10.0; "
+                                         "TransformerConfig.account_for_embedding_in_pipeline_"
+                                         "split is new in 0.11.0)"},
+                                    Gate{"loss in the split",
+                                         [](JobSpec* j) {
+                                           j->model.num_layers = 31;
+                                           j->parallelism.account_for_loss_in_pipeline_split = true;
+                                         },
+                                         {"", {0, 10, 0}, {}},
+                                         {"", {0, 11, 0}, {}},
+                                         "parallelism.account_for_loss_in_pipeline_split: true "
+                                         "needs Megatron-Core 0.11.0 or "
+                                         "later (software.megatron_core is 0.10.0; "
+                                         "TransformerConfig.account_for_loss_in_pipeline_split is "
+                                         "new in 0.11.0)"},
+                                    Gate{"megatron cuda graphs",
+                                         [](JobSpec* j) { j->training.enable_cuda_graph = true; },
+                                         {"24.07", {}, {}},
+                                         {"24.09", {}, {}},
+                                         "training.enable_cuda_graph: true needs Megatron-Core "
+                                         "0.9.0 or later (software.nemo "
+                                         "24.07 ships Megatron-Core 0.8.0; Megatron-Core's own "
+                                         "graphs (CudaGraphManager, "
+                                         "transformer/cuda_graphs.py) are new in 0.9.0; before it "
+                                         "the field only lets "
+                                         "TransformerBlock replay graphs the training script "
+                                         "captured, which "
+                                         "external_cuda_graph names)"},
+                                    Gate{"attention-only graphs",
+                                         [](JobSpec* j) {
+                                           j->training.external_cuda_graph = true;
+                                           j->training.cuda_graph_scope = CudaGraphScope::kAttn;
+                                         },
+                                         {"25.02", {}, {}},
+                                         {"", {0, 12, 0}, {}},
+                                         "training.cuda_graph_scope: attn needs Megatron-Core "
+                                         "0.12.0 or later (software.nemo "
+                                         "25.02 ships Megatron-Core 0.11.0; "
+                                         "TransformerConfig.cuda_graph_scope is new in "
+                                         "0.12.0)"},
+                                    Gate{"full-iteration graph",
+                                         [](JobSpec* j) {
+                                           j->training.enable_cuda_graph = true;
+                                           j->training.cuda_graph_scope =
+                                               CudaGraphScope::kFullIteration;
+                                         },
+                                         {"", {0, 13, 0}, {}},
+                                         {"25.09", {}, {}},
+                                         "training.cuda_graph_scope: full_iteration needs "
+                                         "Megatron-Core 0.14.0 or later "
+                                         "(software.megatron_core is 0.13.0; the full-iteration "
+                                         "graph (full_cuda_graph.py) "
+                                         "is new in 0.14.0)"},
+                                    Gate{"full-iteration graph with te cross entropy",
+                                         [](JobSpec* j) {
+                                           j->training.enable_cuda_graph = true;
+                                           j->training.cuda_graph_scope =
+                                               CudaGraphScope::kFullIteration;
+                                           te_cross_entropy(j);
+                                         },
+                                         {"", {0, 14, 0}, {2, 6, 0}},
+                                         {"25.09", {}, {}},
+                                         "training.cuda_graph_scope: full_iteration with "
+                                         "cross_entropy_fusion_impl te needs "
+                                         "Transformer Engine 2.7 or later "
+                                         "(software.transformer_engine is 2.6; Megatron-Core's "
+                                         "LanguageModule: 'CUDA graph compatible cross entropy "
+                                         "requires TransformerEngine >= "
+                                         "2.7.0')"}),
+                         [](const ::testing::TestParamInfo<Gate>& info) {
+                           std::string name = info.param.what;
+                           std::replace_if(
+                               name.begin(), name.end(),
+                               [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
+                               '_');
+                           return name;
+                         });
+
+// Graphs the training script captures, replayed by TransformerBlock
+// (self.cuda_graphs), are in every release of the table: external_cuda_graph
+// is accepted on the oldest.
+TEST(Software, ExternalGraphsRunOnEveryRelease) {
+  JobSpec j = base_job();
+  j.training.external_cuda_graph = true;
+  j.software = {"24.05", {}, {}};
+  EXPECT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+}
 
 // Options a release lacks but a job leaves off are not checked: a bf16 job
 // with an mxfp8 recipe left in it, a scope without graphs.
