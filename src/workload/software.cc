@@ -101,6 +101,15 @@ const std::vector<Requirement>& requirements() {
        L::kMegatronCore,
        {0, 13, 0},
        "Fp8Recipe.blockwise is new in 0.13.0"},
+      {"training.wgrad_deferral_limit",
+       [](const JobSpec& j) {
+         return j.training.defer_embedding_wgrad_compute && j.training.wgrad_deferral_limit > 0;
+       },
+       [](const JobSpec& j) { return std::to_string(j.training.wgrad_deferral_limit); },
+       L::kMegatronCore,
+       {0, 8, 0},
+       "ModelParallelConfig.wgrad_deferral_limit is new in 0.8.0; 0.7.0 defers every "
+       "micro-batch"},
       {"training.fp8_param_gather",
        [](const JobSpec& j) { return j.training.fp8_param_gather; },
        text("true"),

@@ -4,9 +4,10 @@
 //
 // A release matters only where Megatron-Core or Transformer Engine lacks a
 // job-spec field's feature before some release: validate_software() then
-// names the field and the release that introduced it. No modelled default or
-// kernel of PrismLLM differs between the releases the table holds (0.7.0 to
-// 0.17.0), so the release never changes a simulation, only what is accepted.
+// names the field and the release that introduced it. No default of a
+// modelled field differs between Megatron-Core 0.7.0 and 0.14.0 (read in
+// each release), nor a kernel PrismLLM models, so the release never changes
+// a simulation, only what is accepted.
 // Not given: no release check, today's behaviour (every field accepted).
 #pragma once
 

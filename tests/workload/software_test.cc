@@ -219,7 +219,17 @@ INSTANTIATE_TEST_SUITE_P(Gates, SoftwareRejects,
                                          "Float8CurrentScaling, >= "
                                          "2.1.0 for MXFP8BlockScaling, and >= 2.3.0.dev0 for "
                                          "Float8BlockScaling')"},
-                                    Gate{"fp8 param gather",
+                                    Gate{"a deferral limit",
+             [](JobSpec* j) {
+               j->training.defer_embedding_wgrad_compute = true;
+               j->training.wgrad_deferral_limit = 2;
+             },
+             {"24.05", {}, {}},
+             {"24.07", {}, {}},
+             "training.wgrad_deferral_limit: 2 needs Megatron-Core 0.8.0 or later (software.nemo "
+             "24.05 ships Megatron-Core 0.7.0; ModelParallelConfig.wgrad_deferral_limit is new in "
+             "0.8.0; 0.7.0 defers every micro-batch)"},
+        Gate{"fp8 param gather",
                                          [](JobSpec* j) {
                                            fp8(j, Fp8Recipe::kDelayed);
                                            j->training.use_distributed_optimizer = true;
@@ -344,6 +354,14 @@ INSTANTIATE_TEST_SUITE_P(Gates, SoftwareRejects,
                                '_');
                            return name;
                          });
+
+// Deferring every micro-batch (limit 0) is 0.7.0's only behaviour: accepted.
+TEST(Software, DeferringEveryMicroBatchRunsOnTheOldestRelease) {
+  JobSpec j = base_job();
+  j.training.defer_embedding_wgrad_compute = true;
+  j.software = {"24.05", {}, {}};
+  EXPECT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+}
 
 // Graphs the training script captures, replayed by TransformerBlock
 // (self.cuda_graphs), are in every release of the table: external_cuda_graph
