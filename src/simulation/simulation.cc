@@ -234,6 +234,14 @@ Result<ReplayResult> simulate_graph(const ExecutionGraph& g, const ClusterSpec& 
 
 Result<JobSimulation> simulate_job(const PreparedJob& p, const SimulationOptions& o) {
   const ExecutionGraph& g = p.built.graph;
+  const TrainingSpec& t = p.job.training;
+  if ((t.enable_cuda_graph || t.external_cuda_graph) &&
+      o.models.device.allocator.expandable_segments)
+    return Status::invalid_argument(fmt::format(
+        "--alloc-conf: expandable_segments:True cannot run training.{} (Megatron-Core's "
+        "CudaGraphManager: 'expandable_segments:True may not be safe when using CUDA Graphs, and "
+        "may result in a crash due to illegal memory access or other undefined behaviour.')",
+        t.enable_cuda_graph ? "enable_cuda_graph" : "external_cuda_graph"));
   const std::vector<Rank> reps = role_representatives(g);
   SimulationOptions traced = o;
   traced.trace_ranks.insert(traced.trace_ranks.end(), reps.begin(), reps.end());

@@ -61,6 +61,12 @@ constexpr std::array<std::pair<OptimizerImpl, std::string_view>, 2> kOptimizerIm
     {OptimizerImpl::kApexDistributedFusedAdam, "apex_distributed_fused_adam"},
 }};
 
+constexpr std::array<std::pair<CudaGraphScope, std::string_view>, 3> kCudaGraphScopeNames{{
+    {CudaGraphScope::kFull, "full"},
+    {CudaGraphScope::kAttn, "attn"},
+    {CudaGraphScope::kFullIteration, "full_iteration"},
+}};
+
 // ---------------------------------------------------------------------------
 // Model presets. Every number is the released model's (Hugging Face
 // config.json, or the Megatron/NeMo recipe it was trained with).
@@ -181,6 +187,10 @@ std::string_view to_string(CrossEntropyFusionImpl c) {
 }
 std::string_view to_string(OptimizerImpl o) {
   return internal::enum_name(o, kOptimizerImplNames);
+}
+
+std::string_view to_string(CudaGraphScope c) {
+  return internal::enum_name(c, kCudaGraphScopeNames);
 }
 
 const std::vector<std::string_view>& model_preset_names() {

@@ -1,8 +1,8 @@
 // JobSpec: one Megatron-style training job as a user would configure
 // Megatron-LM or NeMo. Field names are Megatron's argument names (without the
 // dashes), so values copy over from real configs. The YAML form
-// (workload/job_yaml.h, docs/job-spec.md) has four sections: model, training,
-// parallelism, cluster.
+// (workload/job_yaml.h, docs/job-spec.md) has the sections model, training,
+// parallelism, cluster and software (workload/software.h).
 //
 // The data-parallel size is not given: it follows from the GPU count,
 //   dp = num_gpus / (tp * pp * cp),
@@ -18,6 +18,7 @@
 
 #include "net/cluster_spec.h"
 #include "util/status.h"
+#include "workload/software.h"
 
 namespace prism {
 
@@ -50,6 +51,12 @@ enum class CrossEntropyFusionImpl : std::uint8_t { kNative, kTe };
 // bf16 params with 16-bit remainders instead of fp32 master weights).
 enum class OptimizerImpl : std::uint8_t { kMegatron, kApexDistributedFusedAdam };
 
+// Megatron-Core's --cuda-graph-scope (TransformerConfig.cuda_graph_scope,
+// 0.12.0 to 0.14.0): full captures whole transformer layers, attn only their
+// attention part (external graphs), full_iteration the whole forward and
+// backward of an iteration (enable_cuda_graph, 0.14.0).
+enum class CudaGraphScope : std::uint8_t { kFull, kAttn, kFullIteration };
+
 std::string_view to_string(Activation a);
 std::string_view to_string(Normalization n);
 std::string_view to_string(Precision p);
@@ -59,6 +66,7 @@ std::string_view to_string(AttentionBackend a);
 std::string_view to_string(Fp8Recipe r);
 std::string_view to_string(CrossEntropyFusionImpl c);
 std::string_view to_string(OptimizerImpl o);
+std::string_view to_string(CudaGraphScope c);
 inline bool is_unfused(AttentionBackend a) {
   return a == AttentionBackend::kUnfused || a == AttentionBackend::kLocal;
 }
@@ -138,6 +146,13 @@ struct TrainingSpec {
   // The distributed optimizer's implementation (with use_distributed_optimizer);
   // grad_reduce_in_fp32 is then Apex's grad_sync_dtype (fp32 or bf16).
   OptimizerImpl optimizer_impl = OptimizerImpl::kMegatron;
+  // CUDA graphs: Megatron-Core's own per-layer graphs (--enable-cuda-graph,
+  // TransformerConfig.enable_cuda_graph) or Transformer Engine's
+  // make_graphed_callables (--external-cuda-graph), and what they capture
+  // (--cuda-graph-scope). What they change in the model: docs/simulate.md.
+  bool enable_cuda_graph = false;
+  bool external_cuda_graph = false;
+  CudaGraphScope cuda_graph_scope = CudaGraphScope::kFull;
 };
 
 struct ParallelSpec {
@@ -185,7 +200,8 @@ struct JobSpec {
   ModelSpec model;
   TrainingSpec training;
   ParallelSpec parallelism;
-  ClusterSpec cluster;  // sized: cluster.num_gpus() == num_gpus rounded up to whole nodes
+  ClusterSpec cluster;    // sized: cluster.num_gpus() == num_gpus rounded up to whole nodes
+  SoftwareSpec software;  // the Megatron-Core / TE releases; unset: no release check
   int num_gpus = 0;
 
   int tp() const { return parallelism.tensor_model_parallel_size; }

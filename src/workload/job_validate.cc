@@ -10,6 +10,7 @@
 
 #include "workload/job_limits.h"
 #include "workload/job_spec.h"
+#include "workload/software.h"
 
 namespace prism {
 namespace {
@@ -370,6 +371,28 @@ Status validate_recompute(const TrainingSpec& t) {
   return Status::ok();
 }
 
+// CUDA graphs, as Megatron-LM's validate_args and Megatron-Core's
+// TransformerConfig and TECudaGraphHelper check them (0.11.0 to 0.14.0).
+Status validate_cuda_graphs(const TrainingSpec& t) {
+  if (t.enable_cuda_graph && t.external_cuda_graph)
+    return fail("training.enable_cuda_graph",
+                "cannot be combined with training.external_cuda_graph (Megatron-LM: "
+                "'--enable-cuda-graph and --external-cuda-graph cannot be enabled at the same "
+                "time.')");
+  if (t.enable_cuda_graph && t.recompute != Recompute::kNone)
+    return fail("training.enable_cuda_graph",
+                fmt::format("cannot be combined with training.recompute {} (Megatron-Core's "
+                            "TransformerConfig: 'CUDA graphs not supported with activation "
+                            "recomputation.')",
+                            to_string(t.recompute)));
+  if (t.external_cuda_graph && t.cuda_graph_scope == CudaGraphScope::kFullIteration)
+    return fail("training.cuda_graph_scope",
+                "full_iteration needs training.enable_cuda_graph, not external_cuda_graph "
+                "(Megatron-Core's TECudaGraphHelper: 'full_iteration cuda graph is not supported "
+                "for --external-cuda-graph. Please use --enable-cuda-graph instead.')");
+  return Status::ok();
+}
+
 Status validate_training(const JobSpec& j) {
   const TrainingSpec& t = j.training;
   if (t.precision == Precision::kFp8 && j.cluster.arch != GpuArch::kHopper &&
@@ -381,7 +404,8 @@ Status validate_training(const JobSpec& j) {
       j.cluster.arch != GpuArch::kBlackwell)
     return fail("training.fp8_recipe",
                 fmt::format("mxfp8 needs a blackwell GPU (cluster.gpu.arch is {}; Transformer "
-                            "Engine's check_mxfp8_support)",
+                            "Engine's check_mxfp8_support: 'Device compute capability 10.0 or "
+                            "higher required for MXFP8 execution.')",
                             to_string(j.cluster.arch)));
   // TransformerConfig.__post_init__: "fp8_param must be used together with fp8 mode."
   if (t.fp8_param_gather && t.precision != Precision::kFp8)
@@ -439,6 +463,7 @@ Status validate_training(const JobSpec& j) {
         "training.wgrad_deferral_limit",
         fmt::format("{} must be at least 0 (0: every micro-batch deferred; Megatron's rule)",
                     t.wgrad_deferral_limit));
+  PRISM_RETURN_IF_ERROR(validate_cuda_graphs(t));
   return validate_recompute(t);
 }
 
@@ -487,8 +512,16 @@ Status validate_program_job(const JobSpec& j) {
     return fail("training.defer_embedding_wgrad_compute",
                 "defers a Megatron model's output-layer GEMMs: a job without a model section "
                 "cannot use it");
+  for (const auto& [field, on] :
+       {std::pair{"training.enable_cuda_graph", j.training.enable_cuda_graph},
+        std::pair{"training.external_cuda_graph", j.training.external_cuda_graph}}) {
+    if (on)
+      return fail(
+          field, "captures a Megatron model's layers: a job without a model section cannot use it");
+  }
   PRISM_RETURN_IF_ERROR(validate_cluster_fit(j));
-  return validate_grid(j);
+  PRISM_RETURN_IF_ERROR(validate_grid(j));
+  return validate_software(j);
 }
 
 Status validate_job(const JobSpec& job) {
@@ -505,7 +538,7 @@ Status validate_job(const JobSpec& job) {
   PRISM_RETURN_IF_ERROR(validate_sequence(job));
   PRISM_RETURN_IF_ERROR(validate_dropout(job.model));
   PRISM_RETURN_IF_ERROR(validate_training(job));
-  return Status::ok();
+  return validate_software(job);
 }
 
 }  // namespace prism

@@ -35,6 +35,8 @@ constexpr std::array kCrossEntropyFusionImpls{CrossEntropyFusionImpl::kNative,
                                               CrossEntropyFusionImpl::kTe};
 constexpr std::array kOptimizerImpls{OptimizerImpl::kMegatron,
                                      OptimizerImpl::kApexDistributedFusedAdam};
+constexpr std::array kCudaGraphScopes{CudaGraphScope::kFull, CudaGraphScope::kAttn,
+                                      CudaGraphScope::kFullIteration};
 
 template <typename E>
 constexpr auto enum_values() {
@@ -47,6 +49,7 @@ constexpr auto enum_values() {
   if constexpr (std::is_same_v<E, Fp8Recipe>) return kFp8Recipes;
   if constexpr (std::is_same_v<E, CrossEntropyFusionImpl>) return kCrossEntropyFusionImpls;
   if constexpr (std::is_same_v<E, OptimizerImpl>) return kOptimizerImpls;
+  if constexpr (std::is_same_v<E, CudaGraphScope>) return kCudaGraphScopes;
 }
 
 using yaml::scalar;
@@ -60,6 +63,10 @@ Status read_value(const YAML::Node& n, T* out) {
     PRISM_ASSIGN_OR_RETURN(*out, scalar<bool>(n, "true or false"));
   } else if constexpr (std::is_same_v<T, std::string>) {
     PRISM_ASSIGN_OR_RETURN(*out, scalar<std::string>(n, "a string"));
+  } else if constexpr (std::is_same_v<T, Version>) {
+    // A release as text: YAML would read 2.10 as the number 2.1.
+    PRISM_ASSIGN_OR_RETURN(const std::string s, scalar<std::string>(n, "a release number"));
+    PRISM_ASSIGN_OR_RETURN(*out, parse_version(s));
   } else if constexpr (std::is_same_v<T, double>) {
     PRISM_ASSIGN_OR_RETURN(*out, scalar<double>(n, "a number"));
   } else if constexpr (std::is_enum_v<T>) {
@@ -151,6 +158,9 @@ const std::vector<Field>& fields() {
             &T::defer_embedding_wgrad_compute),
       field("training", "wgrad_deferral_limit", &J::training, &T::wgrad_deferral_limit),
       field("training", "optimizer_impl", &J::training, &T::optimizer_impl),
+      field("training", "enable_cuda_graph", &J::training, &T::enable_cuda_graph),
+      field("training", "external_cuda_graph", &J::training, &T::external_cuda_graph),
+      field("training", "cuda_graph_scope", &J::training, &T::cuda_graph_scope),
       field("parallelism", "tensor_model_parallel_size", &J::parallelism,
             &P::tensor_model_parallel_size),
       field("parallelism", "sequence_parallel", &J::parallelism, &P::sequence_parallel),
@@ -178,12 +188,15 @@ const std::vector<Field>& fields() {
       field("parallelism", "tp_comm_overlap_rs", &J::parallelism, &P::tp_comm_overlap_rs),
       field("parallelism", "tp_comm_bulk_dgrad", &J::parallelism, &P::tp_comm_bulk_dgrad),
       field("parallelism", "tp_comm_bulk_wgrad", &J::parallelism, &P::tp_comm_bulk_wgrad),
+      field("software", "nemo", &J::software, &SoftwareSpec::nemo),
+      field("software", "megatron_core", &J::software, &SoftwareSpec::megatron_core),
+      field("software", "transformer_engine", &J::software, &SoftwareSpec::transformer_engine),
   };
   return kFields;
 }
 
-constexpr std::array<std::string_view, 5> kSections{"name", "model", "training", "parallelism",
-                                                    "cluster"};
+constexpr std::array<std::string_view, 6> kSections{"name",        "model",   "training",
+                                                    "parallelism", "cluster", "software"};
 constexpr std::array<std::string_view, 4> kModelRequired{"num_layers", "hidden_size",
                                                          "num_attention_heads", "vocab_size"};
 
@@ -262,7 +275,7 @@ class JobParser {
       } else if (key == "model") {
         PRISM_RETURN_IF_ERROR(parse_model(v, &job.model));
         have_model = true;
-      } else if (key == "training" || key == "parallelism") {
+      } else if (key == "training" || key == "parallelism" || key == "software") {
         PRISM_RETURN_IF_ERROR(parse_section(key, v, &job));
       } else if (key == "cluster") {
         cluster = v;  // read last: it is the only section that reads files

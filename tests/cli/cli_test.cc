@@ -291,6 +291,18 @@ std::vector<Case> cases() {
         "{tmp}/kernels.csv"},
        {"report.json", "kernels.csv"}},
       {"simulate_small_no_fold", {"simulate", kJob, "--no-kernel-db", "--no-fold"}},
+      // CUDA graphs and a release: the same prediction as simulate_small
+      // (docs/job-spec.md, `training`); refused with
+      // expandable segments, and a field the release lacks refused by name.
+      {"simulate_small_cuda_graphs",
+       {"simulate", kJob, "--no-kernel-db", "--set", "training.enable_cuda_graph=true", "--set",
+        "software.nemo=24.09"}},
+      {"error_simulate_cuda_graphs_expandable",
+       {"simulate", kJob, "--no-kernel-db", "--set", "training.enable_cuda_graph=true",
+        "--alloc-conf", "expandable_segments:True"}},
+      {"error_simulate_software_release",
+       {"simulate", kJob, "--no-kernel-db", "--set", "software.nemo=24.07", "--set",
+        "training.precision=fp8", "--set", "training.fp8_recipe=tensorwise"}},
       {"simulate_small_set",
        {"simulate", kJob, "--no-kernel-db", "--set", "parallelism.pipeline_model_parallel_size=1",
         "--set", "training.recompute=full", "--set", "parallelism.context_parallel_size=2", "--set",

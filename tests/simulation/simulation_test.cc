@@ -65,6 +65,51 @@ TEST(SimulationTest, TheSameGraphReplaysToTheSameTimeByEitherEntryPoint) {
   EXPECT_EQ(unfolded.value().iteration_time, graph.value().iteration_time);
 }
 
+// CUDA graphs change no simulated time or memory (docs/job-spec.md,
+// `training`): the same iteration and per-role peaks with either
+// implementation; with expandable segments they are refused, as
+// Megatron-Core's CudaGraphManager refuses them.
+TEST(SimulationTest, CudaGraphsChangeNeitherTimeNorMemory) {
+  SimulationOptions o;
+  o.models.device = MemorySettings{}.device("H100-SXM5-80GB").value();
+  auto run = [&](std::vector<std::string> sets) {
+    JobInput input;
+    input.job_path = kJob;
+    input.no_kernel_db = true;
+    input.sets = std::move(sets);
+    Result<PreparedJob> p = prepare_job(input);
+    EXPECT_TRUE(p.is_ok()) << p.status().message();
+    Result<JobSimulation> sim = simulate_job(p.value(), o);
+    EXPECT_TRUE(sim.is_ok()) << sim.status().message();
+    return std::move(sim).value().summary;
+  };
+  const SimulateSummary eager = run({});
+  for (const char* graphs :
+       {"training.enable_cuda_graph=true", "training.external_cuda_graph=true"}) {
+    const SimulateSummary graphed = run({graphs, "software.nemo=24.09"});
+    EXPECT_EQ(graphed.iteration_time, eager.iteration_time) << graphs;
+    ASSERT_EQ(graphed.roles.size(), eager.roles.size());
+    for (std::size_t i = 0; i < eager.roles.size(); ++i) {
+      EXPECT_EQ(graphed.roles[i].peak_device, eager.roles[i].peak_device)
+          << graphs << " role " << i;
+      EXPECT_EQ(graphed.roles[i].peak_allocated, eager.roles[i].peak_allocated) << graphs;
+    }
+  }
+  JobInput input;
+  input.job_path = kJob;
+  input.no_kernel_db = true;
+  input.sets = {"training.external_cuda_graph=true"};
+  const PreparedJob p = prepare_job(input).value();
+  o.models.device.allocator.expandable_segments = true;
+  Result<JobSimulation> refused = simulate_job(p, o);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().message(),
+            "--alloc-conf: expandable_segments:True cannot run training.external_cuda_graph "
+            "(Megatron-Core's CudaGraphManager: 'expandable_segments:True may not be safe when "
+            "using CUDA Graphs, and may result in a crash due to illegal memory access or other "
+            "undefined behaviour.')");
+}
+
 TEST(SimulationTest, AProgramsJobIsRefusedUnlessAsked) {
   JobInput input;
   input.job_path = PRISM_SOURCE_DIR "/examples/jobs/ddp-gpt-64.yaml";

@@ -47,6 +47,7 @@ TEST(JobSpec, EnumNames) {
   EXPECT_EQ(to_string(CrossEntropyFusionImpl::kTe), "te");
   EXPECT_EQ(to_string(OptimizerImpl::kMegatron), "megatron");
   EXPECT_EQ(to_string(OptimizerImpl::kApexDistributedFusedAdam), "apex_distributed_fused_adam");
+  EXPECT_EQ(to_string(CudaGraphScope::kFullIteration), "full_iteration");
 }
 
 TEST(JobSpec, UnevenPipelineLayers) {
@@ -596,7 +597,38 @@ INSTANTIATE_TEST_SUITE_P(
                     j->training.fp8_recipe = Fp8Recipe::kMxfp8;
                   },
                   "training.fp8_recipe: mxfp8 needs a blackwell GPU (cluster.gpu.arch is hopper; "
-                  "Transformer Engine's check_mxfp8_support)"},
+                  "Transformer Engine's check_mxfp8_support: 'Device compute capability 10.0 or "
+                  "higher required for MXFP8 execution.')"},
+        Rejection{"both cuda graph implementations",
+                  [](JobSpec* j) {
+                    j->training.enable_cuda_graph = true;
+                    j->training.external_cuda_graph = true;
+                  },
+                  "training.enable_cuda_graph: cannot be combined with "
+                  "training.external_cuda_graph (Megatron-LM: '--enable-cuda-graph and "
+                  "--external-cuda-graph cannot be enabled at the same time.')"},
+        Rejection{"cuda graphs with recompute",
+                  [](JobSpec* j) {
+                    j->training.enable_cuda_graph = true;
+                    j->training.recompute = Recompute::kSelective;
+                  },
+                  "training.enable_cuda_graph: cannot be combined with training.recompute "
+                  "selective (Megatron-Core's TransformerConfig: 'CUDA graphs not supported with "
+                  "activation recomputation.')"},
+        Rejection{"full iteration te graph",
+                  [](JobSpec* j) {
+                    j->training.external_cuda_graph = true;
+                    j->training.cuda_graph_scope = CudaGraphScope::kFullIteration;
+                  },
+                  "training.cuda_graph_scope: full_iteration needs training.enable_cuda_graph, "
+                  "not external_cuda_graph (Megatron-Core's TECudaGraphHelper: 'full_iteration "
+                  "cuda graph is not supported for --external-cuda-graph. Please use "
+                  "--enable-cuda-graph instead.')"},
+        Rejection{"unknown container",
+                  [](JobSpec* j) { j->software.nemo = "24.08"; },
+                  "software.nemo: \"24.08\" is not a NeMo Framework release PrismLLM knows "
+                  "(24.05, 24.07, 24.09, 25.02, 25.02.01, 25.09, 25.11, 26.02, 26.04); give "
+                  "software.megatron_core and software.transformer_engine instead"},
         Rejection{"fp8 params without fp8",
                   [](JobSpec* j) {
                     j->training.fp8_param_gather = true;
@@ -635,6 +667,42 @@ INSTANTIATE_TEST_SUITE_P(
           '_');
       return name;
     });
+
+// CUDA graphs as Megatron accepts them: TE's graphs with recompute (only
+// Megatron-Core's own refuse it), either scope, Megatron's own full-iteration
+// graph; a scope without graphs is ignored.
+TEST(JobSpec, CudaGraphsAsMegatronAcceptsThem) {
+  JobSpec j = base_job();
+  j.training.external_cuda_graph = true;
+  j.training.recompute = Recompute::kSelective;
+  j.training.cuda_graph_scope = CudaGraphScope::kAttn;
+  EXPECT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+  j = base_job();
+  j.training.enable_cuda_graph = true;
+  for (const CudaGraphScope s :
+       {CudaGraphScope::kFull, CudaGraphScope::kAttn, CudaGraphScope::kFullIteration}) {
+    j.training.cuda_graph_scope = s;
+    EXPECT_TRUE(validate_job(j).is_ok()) << to_string(s) << ": " << validate_job(j).message();
+  }
+  j = base_job();
+  j.training.cuda_graph_scope = CudaGraphScope::kFullIteration;
+  j.training.recompute = Recompute::kFull;
+  EXPECT_TRUE(validate_job(j).is_ok()) << validate_job(j).message();
+}
+
+// CUDA graphs capture a Megatron model's layers.
+TEST(JobSpec, ProgramJobRefusesCudaGraphs) {
+  for (const bool external : {false, true}) {
+    JobSpec j = base_job();
+    j.has_model = false;
+    (external ? j.training.external_cuda_graph : j.training.enable_cuda_graph) = true;
+    EXPECT_EQ(
+        validate_job(j).message(),
+        std::string(external ? "training.external_cuda_graph" : "training.enable_cuda_graph") +
+            ": captures a Megatron model's layers: a job without a model section cannot use "
+            "it");
+  }
+}
 
 // Deferring the output layer's weight gradient needs an output layer.
 TEST(JobSpec, ProgramJobRefusesDeferredWgrad) {

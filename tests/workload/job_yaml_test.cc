@@ -169,10 +169,11 @@ TEST(JobYaml, OverrideErrorsNameTheOverride) {
       "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_size, "
       "grad_reduce_in_fp32, "
       "fp8_recipe, fp8_param_gather, cross_entropy_loss_fusion, cross_entropy_fusion_impl, "
-      "defer_embedding_wgrad_compute, wgrad_deferral_limit, optimizer_impl)");
+      "defer_embedding_wgrad_compute, wgrad_deferral_limit, optimizer_impl, enable_cuda_graph, "
+      "external_cuda_graph, cuda_graph_scope)");
   EXPECT_EQ(error_of(kBase, {"optimizer.lr=3"}),
             "--set optimizer.lr=3: optimizer: unknown section (sections: name, model, training, "
-            "parallelism, cluster)");
+            "parallelism, cluster, software)");
   EXPECT_EQ(error_of(kBase, {"model.preset=gpt5"}),
             "--set model.preset=gpt5: model.preset: unknown model preset \"gpt5\" (presets: "
             "gpt3-175b, llama2-7b, llama2-13b, llama2-70b, llama3.1-8b, llama3.1-70b, "
@@ -218,7 +219,7 @@ TEST(JobYaml, ErrorsNameFileLineAndColumn) {
   EXPECT_EQ(error_of("model: {preset: llama2-7b}\ncluster: {preset: dgx-h100, num_gpus: 8}\n"
                      "optimizer: {lr: 1}\n"),
             "job.yaml:3:1: optimizer: unknown section (sections: name, model, training, "
-            "parallelism, cluster)");
+            "parallelism, cluster, software)");
   EXPECT_EQ(error_of("model: {preset: llama2-7b, layers: 3}\n"
                      "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
             "job.yaml:1:28: model.layers: unknown field (fields of model: preset, num_layers, "
@@ -323,6 +324,63 @@ TEST(JobYaml, DashedSpellingsAreMegatronsArguments) {
   EXPECT_EQ(error_of(kBase, {"model.hidden-dropout=2"}),
             "--set model.hidden-dropout=2: model.hidden_dropout: 2 is not a probability in "
             "[0, 1] (torch.nn.Dropout)");
+}
+
+// The software section: a container release or the two library releases,
+// as quoted text (YAML would read 2.10 as 2.1); dashed spellings too. Its
+// errors point at the field; a release check at the field it refuses.
+TEST(JobYaml, SoftwareSection) {
+  Result<JobSpec> j =
+      parse_job_yaml(std::string(kBase) + "software: {nemo: \"24.07\"}\n", "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->software.nemo, "24.07");
+  EXPECT_FALSE(j->software.megatron_core.given());
+  j = parse_job_yaml(
+      std::string(kBase) + "software: {megatron-core: \"0.13.0\", transformer_engine: \"2.10\"}\n",
+      "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->software.megatron_core, (Version{0, 13, 0}));
+  EXPECT_EQ(j->software.transformer_engine, (Version{2, 10, 0}));
+  j = parse_job_yaml(kBase, "job.yaml", {"software.transformer_engine=2.4"});
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(j->software.transformer_engine, (Version{2, 4, 0}));
+  EXPECT_EQ(error_of(std::string(kBase) + "software: {megatron_core: 0.x}\n"),
+            "job.yaml:8:27: software.megatron_core: \"0.x\" is not a release number (one to "
+            "three numbers with dots, e.g. \"0.13.0\" or \"2.4\"; write it in quotes)");
+  EXPECT_EQ(error_of(std::string(kBase) + "software: {pytorch: \"2.4\"}\n"),
+            "job.yaml:8:12: software.pytorch: unknown field (fields of software: nemo, "
+            "megatron_core, transformer_engine)");
+  EXPECT_EQ(error_of(std::string(kBase) + "software: {nemo: \"24.07\"}\n",
+                     {"training.cross_entropy_loss_fusion=true",
+                      "training.cross_entropy_fusion_impl=te"}),
+            "--set training.cross_entropy_fusion_impl=te: training.cross_entropy_fusion_impl: te "
+            "needs Megatron-Core 0.12.0 or later (software.nemo 24.07 ships Megatron-Core 0.8.0; "
+            "ModelParallelConfig.cross_entropy_fusion_impl is new in 0.12.0)");
+  EXPECT_EQ(error_of(std::string(kBase) + "software: {nemo: \"30.01\"}\n"),
+            "job.yaml:8:18: software.nemo: \"30.01\" is not a NeMo Framework release PrismLLM "
+            "knows (24.05, 24.07, 24.09, 25.02, 25.02.01, 25.09, 25.11, 26.02, 26.04); give "
+            "software.megatron_core and software.transformer_engine instead");
+}
+
+// CUDA graph fields: Megatron's names and dashed spellings, off by default.
+TEST(JobYaml, CudaGraphFields) {
+  Result<JobSpec> j = parse_job_yaml(kBase, "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_FALSE(j->training.enable_cuda_graph);
+  EXPECT_FALSE(j->training.external_cuda_graph);
+  EXPECT_EQ(j->training.cuda_graph_scope, CudaGraphScope::kFull);
+  j = parse_job_yaml(kBase, "job.yaml",
+                     {"training.external-cuda-graph=true", "training.cuda-graph-scope=attn"});
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_TRUE(j->training.external_cuda_graph);
+  EXPECT_EQ(j->training.cuda_graph_scope, CudaGraphScope::kAttn);
+  EXPECT_EQ(error_of(kBase, {"training.cuda_graph_scope=layer"}),
+            "--set training.cuda_graph_scope=layer: training.cuda_graph_scope: unknown value "
+            "\"layer\" (values: full, attn, full_iteration)");
+  EXPECT_EQ(error_of(kBase, {"training.enable_cuda_graph=true", "training.recompute=full"}),
+            "--set training.enable_cuda_graph=true: training.enable_cuda_graph: cannot be "
+            "combined with training.recompute full (Megatron-Core's TransformerConfig: 'CUDA "
+            "graphs not supported with activation recomputation.')");
 }
 
 // Megatron's recompute arguments: --recompute-granularity is recompute.
