@@ -84,17 +84,50 @@ int StageBuilder::attention_core(bool backward) {
                     .recv = "cp_recv_kv",
                     .arrived = "cp_kv"};
     // The diagonal block is causal; the others are half blocks.
-    ring_exchange(ring, static_cast<int>(x_.c), [&](int i) {
+    const int steps = static_cast<int>(x_.c);
+    const int per_step =
+        backward ? -1 : alloc(kBf16 * x_.b * x_.s * hq * x_.d * steps, "cp.out_per_step");
+    ring_exchange(ring, steps, [&](int i) {
       kernel(i == 0 ? attention(backward, x_.b, hq, hkv, x_.s, x_.s, x_.d, true)
                     : attention(backward, x_.b, hq, hkv, x_.s, x_.s / 2, x_.d, false),
              name);
+      cp_step_correction(backward, i);
     });
+    if (!backward) {
+      cp_out_correction();
+      free(per_step);
+    }
   }
   if (backward) {
     release("attn_out");  // flash attention's backward reads its output
     release("qkv");
   }
   return grad_qkv;
+}
+
+// What Transformer Engine's ring attention (AttnFuncWithCPAndKVP2P, bshd/sbhd)
+// adds around each step's kernel, as element-wise kernels. Forward, from the
+// second step on, the running softmax statistics (b x hq x s, fp32) merge with
+// the step's (flash_attn_fwd_softmax_lse_correction: read both, write one).
+// Backward, each step's dQ and dK/dV (bf16) go into the running gradients: a
+// copy at the first step, an add (read both, write one) after it.
+void StageBuilder::cp_step_correction(bool backward, int step) {
+  const std::int64_t q = x_.b * x_.s * (x_.hq / x_.t) * x_.d;        // elements of Q (and O)
+  const std::int64_t kv = 2 * x_.b * x_.s * (x_.hkv / x_.t) * x_.d;  // of K and V
+  if (!backward) {
+    if (step > 0) mem("cp_lse_correction", kFp32 * 3 * x_.b * (x_.hq / x_.t) * x_.s);
+    return;
+  }
+  mem("cp_grad_accumulate", kBf16 * (step == 0 ? 2 : 3) * (q + kv));
+}
+
+// After the forward steps, the step outputs merge into the attention output
+// (bf16, the steps' dtype): flash_attn_fwd_out_correction_init scales the
+// first (read, write), flash_attn_fwd_out_correction adds each further one
+// scaled (read it, read and write the output).
+void StageBuilder::cp_out_correction() {
+  const std::int64_t q = x_.b * x_.s * (x_.hq / x_.t) * x_.d;
+  mem("cp_out_correction", kBf16 * (2 * q + 3 * q * (x_.c - 1)));
 }
 
 // Megatron's DotProductAttention: scores = Q K^T as one batched GEMM per

@@ -251,6 +251,9 @@ class StageBuilder {
   // all-gather with SP).
   void tp_input_bwd(bool gather_input = true);
 
+  // Transformer Engine's ring-attention corrections (context parallelism).
+  void cp_step_correction(bool backward, int step);
+  void cp_out_correction();
   int attention_core(bool backward);
   void unfused_attention_forward(bool rerun);
   int unfused_attention_backward();
