@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Measure GPU kernel times with PyTorch and write PrismLLM's kernel database.
 
-Input: kernel signatures (src/compute/kernel.h), either as a CSV with a
-`signature` column (the kernel-db format `gpu,signature,us,source`, e.g. the
-list `prism simulate --kernels FILE` writes) or one signature per line
-(blank lines and `#` comments skipped). Each unique signature is measured
-once; the output is the kernel-db CSV (src/compute/kernel_db.h), sorted by
-signature:
+Input: kernel signatures (src/compute/kernel.h) from one or more files, each
+either a CSV with a `signature` column (the kernel-db format
+`gpu,signature,us,source`, e.g. the list `prism simulate --kernels FILE`
+writes) or one signature per line (blank lines and `#` comments skipped).
+The union of their unique signatures is measured, each once (so one run
+covers several jobs: the validation jobs' lists together); the output is the
+kernel-db CSV (src/compute/kernel_db.h), sorted by signature:
 
     gpu,signature,us,source
     H100-SXM5-80GB,gemm bf16 m=8192 n=8192 k=8192,1512.30,measure_kernels.py torch 2.5.1 2026-11-23
@@ -26,6 +27,20 @@ What runs for each kind:
                              (graph retained, no grad accumulation).
   mem OP bytes=N             skipped (modelled from bandwidth) unless --measure-mem,
                              which times a device copy reading N/2 and writing N/2 bytes.
+
+--dry-run prints the plan, one line per signature: the signature, a tab, and
+what would run for it (the calls above) or why it would be skipped; it needs
+no torch and no GPU.
+
+--profile FILE also records the measurement with torch.profiler (CPU and
+CUDA, record_shapes=True): three more calls of each GEMM and attention
+kernel after its timing, collected alone (torch >= 2.3; older torch records
+every call), written as a Kineto trace to FILE. `prism calibrate kineto FILE`
+turns it into the same database from the kernels' own device times, a
+cross-check of the CUDA-event timing. A profile of a
+real training step (the in-situ calibration) is taken the same way around
+one or two steps of the training loop (docs/kineto.md, "Kernel times from a
+trace").
 
 Timing: CUDA events around each call, --warmup calls first, the median of
 --repeats; the timed calls are queued back to back (one synchronize at the
@@ -118,6 +133,14 @@ def parse_signature(text):
     return Signature(" ".join(tokens), kind, dtype, fields, causal, op)
 
 
+def read_signatures_from(paths):
+    """The sorted union of the signatures of several inputs."""
+    out = set()
+    for path in paths:
+        out.update(read_signatures(path))
+    return sorted(out)
+
+
 def read_signatures(path):
     """Unique signature strings from a kernel-db CSV or a one-per-line list."""
     with open(path, newline="") if path != "-" else sys.stdin as f:
@@ -131,6 +154,31 @@ def read_signatures(path):
         raw = [l.strip() for l in lines]
         raw = [l for l in raw if l and not l.startswith("#")]
     return sorted({" ".join(s.split()) for s in raw if s})
+
+
+def plan(sig, measure_mem=False):
+    """What measure() would run for `sig`, or 'skip: why', without torch."""
+    if sig.kind == "gemm":
+        m, n, k, batch = sig.get("m"), sig.get("n"), sig.get("k"), sig.get("batch", 1)
+        if sig.dtype == "bf16":
+            return "torch.bmm [%d,%d,%d]x[%d,%d,%d]" % (batch, m, k, batch, k, n) if batch > 1 \
+                else "torch.matmul [%d,%d]x[%d,%d]" % (m, k, k, n)
+        if m % 16 or n % 16 or k % 16:
+            return "skip: fp8 GEMM needs m, n, k multiples of 16"
+        return "torch._scaled_mm e4m3 [%d,%d]x[%d,%d] -> bf16%s" % (
+            m, k, k, n, " x%d calls" % batch if batch > 1 else "")
+    if sig.kind.startswith("attn"):
+        if sig.dtype != "bf16":
+            return "skip: only bf16 attention is measured"
+        mask = "causal_lower_right" if sig.causal and sig.get("sq") != sig.get("skv") else (
+            "is_causal" if sig.causal else "no mask")
+        return "sdpa %s b=%d hq=%d hkv=%d sq=%d skv=%d d=%d, %s%s" % (
+            "backward (autograd.grad)" if sig.kind == "attn_bwd" else "forward",
+            sig.get("b"), sig.get("hq"), sig.get("hkv"), sig.get("sq"), sig.get("skv"),
+            sig.get("d"), mask, ", enable_gqa" if sig.get("hq") != sig.get("hkv") else "")
+    if not measure_mem:
+        return "skip: memory-bound kernels are modelled (--measure-mem times a copy)"
+    return "device copy of %d bytes" % (max(sig.get("bytes") // 2, 1) * 2)
 
 
 # ----------------------------------------------------------------------------
@@ -175,6 +223,9 @@ class Timer:
         self.repeats = repeats
         self.timeout_s = timeout_s
         self.flush_buf = None
+        self.prof = None  # a torch.profiler.profile for --profile, collecting only when asked
+        self.prof_activities = []
+        self.profile_next = False
         if flush_l2 and self.cuda:
             self.flush_buf = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
 
@@ -223,8 +274,25 @@ class Timer:
         for _ in range(warmup):
             fn()
         if self.cuda:
-            return statistics.median(self._timed_cuda(fn, repeats))
-        return statistics.median(self._once(fn) for _ in range(repeats))
+            us = statistics.median(self._timed_cuda(fn, repeats))
+        else:
+            us = statistics.median(self._once(fn) for _ in range(repeats))
+        self._profiled(fn)
+        return us
+
+    PROFILED_CALLS = 3
+
+    def _profiled(self, fn):
+        # --profile: three more calls with the profiler collecting, so the
+        # trace holds each kernel a few times, not every warm-up and repeat.
+        if self.prof is None or not self.profile_next:
+            return
+        self.prof.toggle_collection_dynamic(True, self.prof_activities)
+        for _ in range(self.PROFILED_CALLS):
+            fn()
+        if self.cuda:
+            self.torch.cuda.synchronize()
+        self.prof.toggle_collection_dynamic(False, self.prof_activities)
 
 
 class Measurer:
@@ -247,6 +315,7 @@ class Measurer:
 
     def measure(self, sig):
         self.last_backend = ""
+        self.timer.profile_next = sig.kind != "mem"  # a copy has no signature in a trace
         if sig.kind == "gemm":
             return self._gemm(sig)
         if sig.kind.startswith("attn"):
@@ -429,7 +498,9 @@ def parse_args(argv):
     p = argparse.ArgumentParser(
         description="Measure kernel times with PyTorch; write PrismLLM's kernel-db CSV "
         "(gpu,signature,us,source).")
-    p.add_argument("input", help="kernel-db CSV (signature column) or one signature per line; - for stdin")
+    p.add_argument("input", nargs="+",
+                   help="kernel-db CSV (signature column) or one signature per line; - for stdin; "
+                        "several: the union of their signatures")
     p.add_argument("--out", help="output CSV (written atomically); default: stdout")
     p.add_argument("--gpu", help="GPU name in the database (H100-SXM5-80GB, H200-SXM-141GB, "
                    "A100-SXM4-80GB, B200-SXM-180GB, ...); default: from the device")
@@ -447,7 +518,11 @@ def parse_args(argv):
     p.add_argument("--timeout-per-kernel", type=float, default=30.0,
                    help="seconds per kernel; warmup and repeats are cut to fit (default 30)")
     p.add_argument("--dry-run", action="store_true",
-                   help="parse the input and list the signatures; needs no torch")
+                   help="print the plan (each signature and what would run for it, or why it "
+                        "would be skipped); needs no torch")
+    p.add_argument("--profile", metavar="FILE",
+                   help="also write a torch.profiler (Kineto) trace of the measurement, with "
+                        "shapes, to FILE (input of `prism calibrate kineto`)")
     args = p.parse_args(argv)
     if args.warmup < 0 or args.repeats < 1:
         p.error("--warmup must be >= 0 and --repeats >= 1")
@@ -457,7 +532,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        texts = read_signatures(args.input)
+        texts = read_signatures_from(args.input)
     except OSError as e:
         log("error: %s" % e)
         return 2
@@ -470,11 +545,16 @@ def main(argv=None):
     if args.limit is not None:
         sigs = sigs[:args.limit]
     if args.dry_run:
-        for s in sigs:
-            print(s.text)
-        log("%d signatures (%d gemm, %d attention, %d mem)" % (
-            len(sigs), sum(s.kind == "gemm" for s in sigs),
-            sum(s.kind.startswith("attn") for s in sigs), sum(s.kind == "mem" for s in sigs)))
+        plans = [plan(s, args.measure_mem) for s in sigs]
+        for s, what in zip(sigs, plans):
+            print("%s\t%s" % (s.text, what))
+        log("%d signatures (%d gemm, %d attention, %d mem) from %d input%s: %d to measure, "
+            "%d to skip" % (
+                len(sigs), sum(s.kind == "gemm" for s in sigs),
+                sum(s.kind.startswith("attn") for s in sigs), sum(s.kind == "mem" for s in sigs),
+                len(args.input), "" if len(args.input) == 1 else "s",
+                sum(not p.startswith("skip") for p in plans),
+                sum(p.startswith("skip") for p in plans)))
         return 0
 
     try:
@@ -504,6 +584,16 @@ def main(argv=None):
     measurer = Measurer(torch, args)
     results = {}
     n = len(sigs)
+    prof = None
+    if args.profile:
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        prof = torch.profiler.profile(activities=acts, record_shapes=True)
+        prof.__enter__()
+        if hasattr(prof, "toggle_collection_dynamic"):  # torch >= 2.3; else all calls
+            prof.toggle_collection_dynamic(False, acts)
+            measurer.timer.prof, measurer.timer.prof_activities = prof, acts
     for i, sig in enumerate(sigs, 1):
         try:
             us = measurer.measure(sig)
@@ -519,6 +609,11 @@ def main(argv=None):
                 log("[%d/%d] %s skipped: out of memory" % (i, n, sig.text))
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        prof.export_chrome_trace(args.profile + ".tmp")
+        os.replace(args.profile + ".tmp", args.profile)
+        log("profile: %s (prism calibrate kineto %s -o FILE)" % (args.profile, args.profile))
     write_csv(args.out, gpu, results)
     log("%d of %d kernels measured%s" % (len(results), n,
                                          " -> " + args.out if args.out else ""))

@@ -34,7 +34,13 @@
 #          events of the held streams) vs the program's own step times, and
 #          the replay of its graph (predicted) vs the emulated iteration
 #   (k)    a Kineto trace of a real GPU step (torch.profiler), imported with
-#          `prism import kineto` (the in-situ calibration path)
+#          `prism import kineto`, and its kernel times taken with `prism
+#          calibrate kineto` (the in-situ calibration path)
+#   (m)    not in the default list (minutes): every kernel signature the
+#          validation jobs need on this GPU (the union of `prism simulate
+#          --kernels` over examples/validation, CP-halved attention and fp8
+#          GEMMs included), measured with scripts/measure_kernels.py --profile;
+#          the profile's own kernel times (`prism calibrate kineto`) beside them
 #   (h)    the coordinator gone while a stream is held: gpu/coordinator_gone.py
 #          kills `prism` (SIGKILL) during (a) ddp's emulation; the orphaned
 #          rank must end by itself, with the drop-in's error, within 60 s
@@ -46,7 +52,7 @@
 # process of its session after each step and on exit (interrupts included).
 #
 # Options: --out DIR (default ./gpu-check-<UTC time>), --python PY (python3),
-#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (of e,d,a,f,c,b,h,g,k,build,p
+#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (of e,d,a,f,c,b,h,g,k,build,p,m
 #   in the order to run them), --a-modes LIST (ddp,fsdp,tp)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -229,6 +235,14 @@ if "h_gone" in f:
 if "k_kineto" in f:
     print("  (k) Kineto trace %s bytes, import exit %s: %s" % (
         g(f, "k_kineto", "trace_bytes"), g(f, "k_kineto", "import_exit"), g(f, "k_kineto", "summary")))
+    print("      calibrate exit %s: %s signatures; %s" % (
+        g(f, "k_kineto", "calibrate_exit"), g(f, "k_kineto", "signatures"),
+        g(f, "k_kineto", "calibrate_summary")))
+if "m_kernels" in f:
+    print("  (m) %s: %s signatures wanted, %s measured; the profile's calibration: %s signatures, "
+          "median kernel/event time %s" % (
+        g(f, "m_kernels", "gpu"), g(f, "m_kernels", "wanted"), g(f, "m_kernels", "measured"),
+        g(f, "m_kernels", "calibrated"), g(f, "m_kernels", "median_calibrated_over_measured")))
 if "p_perturbation" in f:
     med = lambda k: g(f, "p_perturbation", k, "median_step_ms")
     print("  (p) median step ms: alone %s; poll 50 us captured %s, emulated %s; poll 5 us captured %s, emulated %s" % (
@@ -446,26 +460,36 @@ for w in sys.argv[2:]:
   fig b_megatron "{\"exit\": $rc, \"report\": $rep, \"gpu_stats\": $(line_json "$out/b_megatron.out" GPU_STATS)}"
 }
 
-# (g) kernel-database refresh for the validation jobs on this GPU. Only the
-# signatures of this GPU's database name (H100 jobs on an H100): the A100 jobs'
-# kernels cannot be measured here. On 2026-11-27 the two H100 jobs lacked only
-# `mem` signatures (modelled from bandwidth), hence --measure-mem.
-check_g() {
-  local preset db job wanted_n measured
-  # On an H200 the H100 jobs are listed on the hgx-h200 preset, for H200 kernels.
-  preset=()
+# The validation jobs' kernel lists for this GPU, made once per run and shared
+# by (g) and (m): OUT/lists/<job>.csv from `prism simulate --kernels` (jobs
+# predicted out of memory write theirs too). Only the H100 rows (H100 jobs on
+# an H100; on an H200 listed with --set cluster.preset=hgx-h200, for H200
+# kernels): the A100 jobs' kernels cannot be measured here. Sets db.
+validation_lists() {
+  local job preset=()
   case $gpu_name in
     *H200*) db=H200-SXM-141GB preset=(--set cluster.preset=hgx-h200) ;;
     *H100*) db=H100-SXM5-80GB ;;
     *) db=none ;;
   esac
-  : >"$out/g_wanted.txt"
+  [ -d "$out/lists" ] && return 0
+  mkdir -p "$out/lists"
   for job in examples/validation/*.yaml; do
     grep -qi a100 "$job" && continue  # an A100 cluster's kernels: not this GPU's
-    "$prism" simulate "$job" "${preset[@]}" --kernels "$out/g_k.csv" >/dev/null 2>>"$log" || continue
-    awk -F, -v db="$db" 'NR > 1 && $4 == "model" && $1 == db {print $2}' "$out/g_k.csv" >>"$out/g_wanted.txt"
+    "$prism" simulate "$job" "${preset[@]}" --kernels "$out/lists/$(basename "$job" .yaml).csv" \
+      >/dev/null 2>>"$log"
   done
-  sort -u -o "$out/g_wanted.txt" "$out/g_wanted.txt"
+}
+
+# (g) kernel-database refresh for the validation jobs on this GPU: the
+# signatures their lists give as `model` (not in data/kernels.csv). On
+# 2026-11-27 the two H100 jobs lacked only `mem` signatures (modelled from
+# bandwidth), hence --measure-mem.
+check_g() {
+  local db wanted_n measured
+  validation_lists
+  awk -F, -v db="$db" 'FNR > 1 && $4 == "model" && $1 == db {print $2}' "$out"/lists/*.csv \
+    2>/dev/null | sort -u >"$out/g_wanted.txt"
   wanted_n=$(wc -l <"$out/g_wanted.txt")
   say "g: $wanted_n kernel signatures of $db modelled, not measured, in the validation jobs"
   if [ "$wanted_n" -gt 0 ]; then
@@ -498,18 +522,52 @@ check_k() {
     --profile "$out/k_trace.json"
   step k_import 30 "$prism" import kineto "$out/k_trace.json" -o "$out/k_graph.json"
   local rc=$?
+  step k_calibrate 30 "$prism" calibrate kineto "$out/k_trace.json" -o "$out/k_kernels.csv"
+  local rc_cal=$?
   fig k_kineto "$("$python" -c '
 import json, os, sys
-t, rc, log = sys.argv[1:4]
-last = open(log).read().strip().splitlines()[-1:] if os.path.exists(log) else []
+t, rc, log, rc_cal, cal_log, csv = sys.argv[1:7]
+def lines(p):
+    return open(p).read().strip().splitlines() if os.path.exists(p) else []
+last = lines(log)[-1:]
 print(json.dumps({"import_exit": int(rc), "trace_bytes": os.path.getsize(t) if os.path.exists(t) else 0,
-                  "summary": last[0] if last else None}))' "$out/k_trace.json" "$rc" "$out/k_import.out")"
+                  "summary": last[0] if last else None, "calibrate_exit": int(rc_cal),
+                  "signatures": max(len(lines(csv)) - 1, 0), "calibrate_summary": lines(cal_log)[:2],
+                  "csv": "k_kernels.csv"}))' "$out/k_trace.json" "$rc" "$out/k_import.out" "$rc_cal" \
+    "$out/k_calibrate.out" "$out/k_kernels.csv")"
+}
+
+# (m) one run that measures every kernel signature the validation jobs need on
+# this GPU: the union of their lists (validation_lists), measured whether or
+# not data/kernels.csv has them, with a Kineto profile of the measurement;
+# `prism calibrate kineto` of that profile gives the kernels' own device
+# times beside the CUDA-event ones.
+check_m() {
+  local db
+  validation_lists
+  "$python" scripts/measure_kernels.py "$out"/lists/*.csv --dry-run >"$out/m_plan.txt" 2>>"$log"
+  say "m: $(wc -l <"$out/m_plan.txt") signatures in the validation jobs' union (plan: m_plan.txt)"
+  step m_measure 300 "$python" scripts/measure_kernels.py "$out"/lists/*.csv --gpu "$db" \
+    --out "$out/m_kernels.csv" --profile "$out/m_profile.json" --measure-mem --repeats 10 --warmup 3 \
+    --timeout-per-kernel 5
+  step m_calibrate 60 "$prism" calibrate kineto "$out/m_profile.json" --gpu "$db" -o "$out/m_calibrated.csv"
+  fig m_kernels "$("$python" -c '
+import csv, json, os, statistics, sys
+db, plan, measured, calibrated = sys.argv[1:5]
+def rows(p):
+    return {r["signature"]: float(r["us"]) for r in csv.DictReader(open(p))} if os.path.exists(p) else {}
+m, c = rows(measured), rows(calibrated)
+both = [c[s] / m[s] for s in m if s in c and m[s] > 0]
+print(json.dumps({"gpu": db, "wanted": sum(1 for _ in open(plan)) if os.path.exists(plan) else 0,
+                  "measured": len(m), "calibrated": len(c), "compared": len(both),
+                  "median_calibrated_over_measured": statistics.median(both) if both else None,
+                  "csv": "m_kernels.csv"}))' "$db" "$out/m_plan.txt" "$out/m_kernels.csv" "$out/m_calibrated.csv")"
 }
 
 for c in ${only//,/ }; do
   case $c in
-    build | a | b | c | d | e | f | g | h | k | p) check_$c ;;
-    *) say "unknown check '$c' (build, a, b, c, d, e, f, g, h, k, p): skipped" ;;
+    build | a | b | c | d | e | f | g | h | k | m | p) check_$c ;;
+    *) say "unknown check '$c' (build, a, b, c, d, e, f, g, h, k, m, p): skipped" ;;
   esac
 done
 

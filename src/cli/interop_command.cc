@@ -1,5 +1,6 @@
 #include "cli/interop_command.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <vector>
 
@@ -10,7 +11,9 @@
 #include "cli/job_setup.h"
 #include "compute/compute_model.h"
 #include "graph/graph_json.h"
+#include "kineto/kernel_calibration.h"
 #include "kineto/kineto.h"
+#include "util/file.h"
 
 namespace prism {
 namespace {
@@ -114,6 +117,69 @@ Result<int> ExportCommand::run() const {
   PRISM_RETURN_IF_ERROR(export_chakra(g, out_dir_, o));
   fmt::print("{}: {} ranks written as {}.<rank>.et and {}.comm_groups.json\n", out_dir_,
              g.world_size(), prefix_, prefix_);
+  return 0;
+}
+
+CalibrateCommand::CalibrateCommand(CLI::App& parent)
+    : app_(parent.add_subcommand(
+          "calibrate", "Measured-kernel database (--kernel-db) from profiled training steps")) {
+  app_->require_subcommand(1);
+  kineto_ = app_->add_subcommand(
+      "kineto", "Kernel times from PyTorch profiler (Kineto) traces of a step on the GPU");
+  kineto_
+      ->add_option("TRACES", inputs_,
+                   "Trace files (torch.profiler with CPU and CUDA activity, record_shapes=True), "
+                   "all of one GPU")
+      ->required()
+      ->type_name("FILE...");
+  kineto_->add_option("-o,--output", output_, "Kernel database CSV to write (docs/compute.md)")
+      ->required()
+      ->type_name("FILE");
+  kineto_
+      ->add_option("--gpu", gpu_,
+                   "The database GPU (a preset name) when the trace has no deviceProperties "
+                   "or a device without a preset")
+      ->type_name("NAME");
+  kineto_->add_option("--date", date_, "The date in the rows' source (default: today, UTC)")
+      ->type_name("YYYY-MM-DD");
+}
+
+bool CalibrateCommand::selected() const {
+  return app_->parsed();
+}
+
+Result<int> CalibrateCommand::run() const {
+  std::vector<std::filesystem::path> files;
+  for (const std::string& f : inputs_) {
+    PRISM_RETURN_IF_ERROR(check_output_files(*kineto_, {"--output"}, f, "trace"));
+    files.emplace_back(f);
+  }
+  progress(fmt::format("reading {} Kineto trace{}...", files.size(), files.size() == 1 ? "" : "s"));
+  KernelCalibrationOptions o;
+  o.gpu = gpu_;
+  o.date = date_;
+  PRISM_ASSIGN_OR_RETURN(const KernelCalibration c, calibrate_kernels_from_files(files, o));
+  PRISM_RETURN_IF_ERROR(write_file_atomic(output_, kernel_db_csv(c)));
+  const auto ms = [](std::int64_t ns) { return static_cast<double>(ns) / 1e6; };
+  fmt::print("{}: {} kernel signatures for {} ({}) from {} trace{}\n", output_, c.kernels.size(),
+             c.gpu, c.gpu_origin, c.traces, c.traces == 1 ? "" : "s");
+  fmt::print("  matched: {} ops, {} of {} GPU kernels, {:.3f} of {:.3f} ms{}\n", c.ops_matched,
+             c.activities_matched, c.device_activities, ms(c.matched_ns), ms(c.device_ns),
+             c.nccl_kernels > 0 ? fmt::format(" ({} NCCL kernel{} left out)", c.nccl_kernels,
+                                              c.nccl_kernels == 1 ? "" : "s")
+                                : "");
+  int ops = 0;
+  for (const auto& [why, u] : c.unmapped) ops += u.ops;
+  if (c.unmapped.empty()) return 0;
+  fmt::print("  not mapped: {} ops ({:.3f} ms), by op and reason:\n", ops,
+             ms(c.device_ns - c.matched_ns));
+  std::vector<std::pair<std::string, UnmappedOps>> rows(c.unmapped.begin(), c.unmapped.end());
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.second.device_ns > b.second.device_ns;
+  });
+  for (const auto& [why, u] : rows)
+    fmt::print("    {:>5} ops {:>5} kernels {:>10.3f} ms  {}\n", u.ops, u.kernels, ms(u.device_ns),
+               why);
   return 0;
 }
 

@@ -4,9 +4,12 @@
 //   prism import chakra DIR|PREFIX -o GRAPH   MLCommons Chakra ET, one per rank
 //   prism import kineto TRACE... -o GRAPH     PyTorch profiler JSON, one per rank
 //   prism export chakra GRAPH -o DIR          Chakra ET for ASTRA-sim
+//   prism calibrate kineto TRACE... -o FILE   kernel times of a profiled step
+//                                             as a --kernel-db file
 //
 // Each prints one line saying what it wrote: ranks, roles and ops for an
-// import, ranks and files for an export. Malformed input is an error naming
+// import, ranks and files for an export, signatures for a calibration (and
+// what it matched and could not map). Malformed input is an error naming
 // the file and the place in it.
 #pragma once
 
@@ -52,6 +55,21 @@ class ExportCommand {
   std::string graph_path_;
   std::string out_dir_;
   std::string prefix_ = "workload";
+};
+
+class CalibrateCommand {
+ public:
+  explicit CalibrateCommand(CLI::App& parent);
+  bool selected() const;
+  Result<int> run() const;
+
+ private:
+  CLI::App* app_;
+  CLI::App* kineto_;
+  std::vector<std::string> inputs_;
+  std::string output_;
+  std::string gpu_;
+  std::string date_;
 };
 
 }  // namespace prism

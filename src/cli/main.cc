@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   const prism::EmulateCommand emulate(app);
   const prism::ImportCommand import(app);
   const prism::ExportCommand export_(app);
+  const prism::CalibrateCommand calibrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
     if (emulate.selected()) return finish(emulate.run());
     if (import.selected()) return finish(import.run());
     if (export_.selected()) return finish(export_.run());
+    if (calibrate.selected()) return finish(calibrate.run());
   } catch (const std::exception& e) {  // e.g. out of memory: still one error line
     return fail(e.what(), prism::StatusCode::kInternal);
   }

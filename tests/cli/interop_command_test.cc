@@ -1,10 +1,11 @@
-// `prism export chakra`, `prism import chakra` and `prism import kineto` end
-// to end: a built job's
+// `prism export chakra`, `prism import chakra`, `prism import kineto` and
+// `prism calibrate kineto` end to end: a built job's
 // graph goes out as Chakra traces and comes back with the same ranks, roles
 // and ops, and replays to the same iteration time; bad input is one error
 // line naming it. (run_prism writes the temporary directory as "{tmp}".)
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -79,6 +80,68 @@ TEST_F(InteropCommandTest, KinetoTracesBecomeAGraphThatReplays) {
   EXPECT_EQ(r.err,
             "error: import_kineto: no trace for rank 1 of the world of 2 (1 traces given)\n");
   EXPECT_FALSE(fs::exists(tmp_ + "/one.json"));
+}
+
+// A profiled step whose one GEMM is job_small's gemm bf16 m=1024 n=1536
+// k=2048 (20 us in kernels_small.csv), measured at 5 ms in the step: the
+// calibration writes it, and simulate with that database after the other
+// takes the in-situ time (later files win), naming both files.
+constexpr const char* kOneGemmStep = R"({"traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 20,
+  "args": {"External id": 7, "Input Dims": [[1024, 2048], [2048, 1536]],
+           "Input type": ["c10::BFloat16", "c10::BFloat16"], "Concrete Inputs": ["", ""]}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 12,
+  "dur": 2, "args": {"External id": 7, "cbid": 211, "correlation": 55}},
+ {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": 40, "dur": 5000,
+  "args": {"External id": 7, "device": 0, "stream": 7, "correlation": 55}}],
+ "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85029158912}],
+ "record_shapes": 1})";
+
+TEST_F(InteropCommandTest, CalibratedKernelTimesOverrideTheDatabaseInSimulate) {
+  std::ofstream(tmp_ + "/step.json") << kOneGemmStep;
+  RunResult r = prism(
+      {"calibrate", "kineto", "{tmp}/step.json", "-o", "{tmp}/insitu.csv", "--date", "2026-11-27"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "{tmp}/insitu.csv: 1 kernel signatures for H100-SXM5-80GB (the trace's device "
+            "'NVIDIA H100 80GB HBM3') from 1 trace\n"
+            "  matched: 1 ops, 1 of 1 GPU kernels, 5.000 of 5.000 ms\n");
+  std::ifstream csv(tmp_ + "/insitu.csv");
+  const std::string rows((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rows,
+            "gpu,signature,us,source,count\n"
+            "H100-SXM5-80GB,gemm bf16 m=1024 n=1536 k=2048,5000.000,kineto step.json "
+            "2026-11-27,1\n");
+
+  const std::string job = "tests/cli/data/job_small.yaml";
+  const std::string shipped = "tests/cli/data/kernels_small.csv";
+  const RunResult before = prism({"simulate", job, "--kernel-db", shipped});
+  r = prism({"simulate", job, "--kernel-db", shipped, "--kernel-db", "{tmp}/insitu.csv",
+             "--kernels", "{tmp}/k.csv"});
+  ASSERT_EQ(before.exit_status, 0) << before.err;
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2 measured (" + shipped + ", {tmp}/insitu.csv)"));
+  EXPECT_THAT(iteration_line(before.out), HasSubstr("0.011 s"));
+  EXPECT_THAT(iteration_line(r.out), HasSubstr("0.061 s"));  // 16 uses x (5000 - 20) us
+  std::ifstream kernels(tmp_ + "/k.csv");
+  const std::string list((std::istreambuf_iterator<char>(kernels)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_THAT(list,
+              HasSubstr("H100-SXM5-80GB,gemm bf16 m=1024 n=1536 k=2048,5000.000,measured,16\n"));
+}
+
+TEST_F(InteropCommandTest, CalibrateBadInputIsOneErrorLine) {
+  std::ofstream(tmp_ + "/graph.json") << R"({"nodes": []})";
+  RunResult r = prism({"calibrate", "kineto", "{tmp}/graph.json", "-o", "{tmp}/k.csv"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err, "error: {tmp}/graph.json: no \"traceEvents\" (not a PyTorch profiler trace)\n");
+  EXPECT_FALSE(fs::exists(tmp_ + "/k.csv"));
+  r = prism({"calibrate", "kineto", "tests/data/kineto/cpu113_rank0.json", "-o", "{tmp}/k.csv"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_THAT(r.err, HasSubstr("no GPU kernels"));
+  r = prism({"calibrate", "kineto", "{tmp}/graph.json", "-o", "{tmp}/graph.json"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err, "error: --output would overwrite the input trace {tmp}/graph.json\n");
 }
 
 TEST_F(InteropCommandTest, BadInputIsOneErrorLine) {

@@ -119,12 +119,14 @@ class GpuBundleTest(unittest.TestCase):
     def test_gpu_run_machinery_without_a_gpu(self):
         # PRISM_CHECK_NO_GPU_OK (testing only) goes past the GPU check: (g)
         # lists the H100 validation jobs' modelled kernels, its measuring step
-        # fails at once (no CUDA), and the figures file still gets (g)'s figures.
+        # fails at once (no CUDA), and the figures file still gets (g)'s figures;
+        # (m) plans the union of the same lists (made once) and its measuring
+        # fails as (g)'s; (k) has no trace to calibrate.
         out = os.path.join(self.tmp.name, "run_g")
         env = dict(os.environ, PRISM_CHECK_NO_GPU_OK="1",
                    PRISM_CHECK_GPU_NAME="NVIDIA H100 80GB HBM3")
-        r = run(["bash", os.path.join(self.bundle, "check.sh"), "--out", out, "--only", "g,f,zz",
-                 "--budget", "60", "--python", sys.executable], cwd=self.tmp.name, env=env)
+        r = run(["bash", os.path.join(self.bundle, "check.sh"), "--out", out, "--only", "g,m,k,f,zz",
+                 "--budget", "120", "--python", sys.executable], cwd=self.tmp.name, env=env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertRegex(r.stdout, r"g: [1-9]\d* kernel signatures of H100-SXM5-80GB")
         # (f) reads (a) ddp's capture; without it, it says so and moves on.
@@ -136,6 +138,10 @@ class GpuBundleTest(unittest.TestCase):
         self.assertGreater(figures["g_kernels"]["wanted"], 0)
         self.assertEqual(figures["g_kernels"]["measured"], 0)
         self.assertIn("skipped", figures["f_capture"])
+        self.assertRegex(r.stdout, r"m: [1-9]\d* signatures in the validation jobs' union")
+        self.assertGreater(figures["m_kernels"]["wanted"], figures["g_kernels"]["wanted"])
+        self.assertEqual(figures["m_kernels"]["measured"], 0)
+        self.assertNotEqual(figures["k_kineto"]["calibrate_exit"], 0)
 
     def test_kernel_time_of_two_traces(self):
         # (c)'s primary figure: the device events' time per step of two
