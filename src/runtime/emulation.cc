@@ -224,6 +224,10 @@ Status Emulation::choose_graph() {
   if (!o.graph_path.empty()) {
     Result<ExecutionGraph> loaded = load_graph(o.graph_path);
     if (!loaded.is_ok()) return loaded.status().with_context("--graph");
+    object_roles_->unknown = fmt::format(
+        "the graph comes from --graph {}, which holds no objects; run without --graph, so that "
+        "the program is captured and the objects its ranks send are recorded",
+        o.graph_path);
     owned_ = std::move(loaded).value();
     if (owned_.world_size() != job_.job.num_gpus)
       return Status::invalid_argument(
@@ -235,6 +239,11 @@ Status Emulation::choose_graph() {
           "{}: job '{}' has a model section, so its graph is the model's and no rank is captured",
           capturing, job_.job.name));
     graph_ = &job_.built.graph;
+    object_roles_->unknown = fmt::format(
+        "job '{}' has a model section, so its virtual ranks run the model's graph and send no "
+        "objects; describe the program with a job without a model section, so that it is "
+        "captured and the objects its ranks send are recorded",
+        job_.job.name);
   } else {
     SliceCaptureRun run{real_, o.program, env_, dir_, o.slices_dir, o.capture_jobs.value_or(1)};
     run.verify = o.verify_roles;
@@ -243,10 +252,30 @@ Status Emulation::choose_graph() {
       if (!also.is_ok()) return also.status().with_context("--capture-ranks");
       run.also = std::move(also).value();
     }
+    run.objects = objects_;
     PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, capture_slices(job_, run));
     owned_ = std::move(sliced.graph);
+    ObjectRoles& placed = *object_roles_;
+    placed.layout = owned_.layout;
+    placed.role_of_rank = owned_.role_of_rank;
+    for (const Role& role : owned_.roles) {
+      placed.names.push_back(role.name);
+      Rank captured = kNone;
+      for (const RoleSource& source : sliced.roles) {
+        if (source.role == role.name) captured = source.captured;
+      }
+      placed.captured.push_back(captured);
+    }
   }
   return Status::ok();
+}
+
+StoreOptions Emulation::object_answers() const {
+  StoreOptions o;
+  o.object_answer = [objects = objects_, roles = object_roles_](const std::string& key) {
+    return objects->answer(key, *roles);
+  };
+  return o;
 }
 
 // The prediction: the same job replayed with no real rank; with what-if
@@ -316,7 +345,8 @@ Result<CoordinatorResult> Emulation::emulate() {
 Result<CoordinatorResult> Emulation::run_external_ranks(Coordinator& coordinator,
                                                         const wire::Address& address) {
   env_.coordinator = address.to_string();
-  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store, start_store(env_, real_));
+  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store,
+                         start_store(env_, real_, object_answers()));
   env_.master_port = store->port();
   const std::string& path = options_.external_env_path;
   PRISM_RETURN_IF_ERROR(write_file_atomic(path, external_env_text(env_)));
@@ -349,7 +379,8 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
   progress(fmt::format("starting {} real ranks of {}; the coordinator is at {}", real_.size(),
                        graph_->world_size(), address));
   env_.coordinator = address;
-  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store, start_store(env_, real_));
+  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store,
+                         start_store(env_, real_, object_answers()));
   env_.master_port = store->port();
   for (Rank r : real_) {
     Result<pid_t> pid = launcher.start(r, options_.program, rank_env(env_, r));
@@ -372,6 +403,12 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
             : done.status().with_detail(exits_text(launcher, done.status().message()));
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return why;
+  }
+  // A store error (an object of a virtual rank not known) ended a program;
+  // it says more than the exit code does.
+  if (const std::vector<std::string> errors = store->errors(); !errors.empty()) {
+    launcher.terminate_all(std::chrono::milliseconds(2000));
+    return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));
   }
   for (const RankExit& e : launcher.wait_all(env_.timeout(), [] { return caught_signal() != 0; })) {
     if (e.how == RankExit::How::kExited && e.code == 0) continue;
