@@ -275,6 +275,10 @@ StoreOptions Emulation::object_answers() const {
   o.object_answer = [objects = objects_, roles = object_roles_](const std::string& key) {
     return objects->answer(key, *roles);
   };
+  o.on_object = [real = real_objects_](const std::string& key,
+                                       const std::vector<std::uint8_t>& bytes) {
+    real->record(key, bytes);
+  };
   return o;
 }
 
@@ -390,6 +394,14 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
     return early_end(
         *store, launcher, [&](Rank r) { return coordinator.connected(r); }, "real");
   });
+  // A store error (an object of a virtual rank not known) ended a program,
+  // whatever the coordinator saw of it next (a goodbye with ops left, the
+  // exit code): it is the cause.
+  if (const std::vector<std::string> errors = store->errors();
+      !errors.empty() && caught_signal() == 0) {
+    launcher.terminate_all(std::chrono::milliseconds(2000));
+    return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));
+  }
   if (done.is_ok() && done.value().replay.failure && done.value().replay.failure->hung) {
     stop_hung_ranks(launcher, done.value());
     PRISM_RETURN_IF_ERROR(interruption());
@@ -403,12 +415,6 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
             : done.status().with_detail(exits_text(launcher, done.status().message()));
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return why;
-  }
-  // A store error (an object of a virtual rank not known) ended a program;
-  // it says more than the exit code does.
-  if (const std::vector<std::string> errors = store->errors(); !errors.empty()) {
-    launcher.terminate_all(std::chrono::milliseconds(2000));
-    return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));
   }
   for (const RankExit& e : launcher.wait_all(env_.timeout(), [] { return caught_signal() != 0; })) {
     if (e.how == RankExit::How::kExited && e.code == 0) continue;
@@ -486,7 +492,8 @@ Status Emulation::write_outputs(const EmulationResult& r) const {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return Status::io_error(fmt::format("--capture {}: {}", dir, ec.message()));
-    for (const RankCapture& c : s.emulated.captures) {
+    for (RankCapture c : s.emulated.captures) {
+      c.objects = real_objects_->sent_by(c.rank);
       PRISM_RETURN_IF_ERROR(
           write_file_atomic(fmt::format("{}/rank{}.json", dir, c.rank), format_capture_json(c)));
     }

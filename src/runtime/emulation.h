@@ -122,6 +122,8 @@ class Emulation {
   // rank (its role's captured rank): runtime/object_payloads.h.
   std::shared_ptr<ObjectPayloads> objects_ = std::make_shared<ObjectPayloads>();
   std::shared_ptr<ObjectRoles> object_roles_ = std::make_shared<ObjectRoles>();
+  // The objects the real ranks sent in the emulation (--capture's files).
+  std::shared_ptr<ObjectPayloads> real_objects_ = std::make_shared<ObjectPayloads>();
   WhatIf what_if_;
   std::vector<Rank> failed_;  // the failed node's ranks (--fail-node)
   bool real_rank_failed_ = false;

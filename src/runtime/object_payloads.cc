@@ -40,6 +40,16 @@ std::size_t ObjectPayloads::size() const {
   return objects_.size();
 }
 
+std::vector<CapturedObject> ObjectPayloads::sent_by(Rank rank) const {
+  std::vector<CapturedObject> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [key, bytes] : objects_) {
+    const std::optional<ObjectKey> k = parse_object_key(key);
+    if (k && k->src == rank) out.push_back({key, bytes});
+  }
+  return out;
+}
+
 ObjectAnswer ObjectPayloads::answer(const std::string& key, const ObjectRoles& roles) const {
   const std::optional<ObjectKey> k = parse_object_key(key);
   if (!k) return failed(fmt::format("'{}' is not an object key of PrismLLM's", key));

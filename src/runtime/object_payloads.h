@@ -24,6 +24,7 @@
 
 #include "graph/graph.h"
 #include "runtime/rendezvous_store.h"
+#include "slicing/capture_file.h"
 
 namespace prism::runtime {
 
@@ -48,6 +49,8 @@ class ObjectPayloads {
   // The object at `key` (a virtual sender's) as `roles` place it.
   ObjectAnswer answer(const std::string& key, const ObjectRoles& roles) const;
   std::size_t size() const;
+  // What `rank` sent, by key: its capture file's "objects".
+  std::vector<CapturedObject> sent_by(Rank rank) const;
 
  private:
   mutable std::mutex mu_;

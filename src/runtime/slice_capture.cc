@@ -51,6 +51,13 @@ Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
     return early_end(
         *store, launcher, [&](Rank) { return capture.connected(); }, "captured");
   });
+  // A store error (an object of a virtual rank not known) ended the
+  // program, whatever the capture saw of it next: it is the cause.
+  if (const std::vector<std::string> errors = store->errors(); !errors.empty()) {
+    launcher.terminate_all(std::chrono::milliseconds(2000));
+    return Status::invalid_argument(
+        fmt::format("the capture of rank {}: the rendezvous store: {}", rank, errors.front()));
+  }
   if (!done.is_ok()) {
     // How the rank's process ended, as the emulation says it.
     const Status why =
@@ -59,13 +66,6 @@ Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
             : done.status().with_detail(exits_text(launcher, done.status().message()));
     launcher.terminate_all(std::chrono::milliseconds(2000));
     return why.with_context(fmt::format("the capture of rank {}", rank));
-  }
-  // A store error (an object of a virtual rank not known) ended the
-  // program; it says more than the exit code does.
-  if (const std::vector<std::string> errors = store->errors(); !errors.empty()) {
-    launcher.terminate_all(std::chrono::milliseconds(2000));
-    return Status::invalid_argument(
-        fmt::format("the capture of rank {}: the rendezvous store: {}", rank, errors.front()));
   }
   for (const RankExit& e :
        launcher.wait_all(run.env.timeout(), [] { return caught_signal() != 0; })) {
@@ -111,7 +111,8 @@ Result<RankProgram> capture_role(const PreparedJob& p, const SliceCaptureRun& ru
   if (run.objects) run.objects->started(rank);
   Result<RankCapture> done = capture_rank(p, run, roles.layout, objects, rank, stop, stopped);
   if (run.objects) run.objects->finished(rank);
-  PRISM_ASSIGN_OR_RETURN(const RankCapture captured, std::move(done));
+  PRISM_ASSIGN_OR_RETURN(RankCapture captured, std::move(done));
+  if (run.objects) captured.objects = run.objects->sent_by(rank);
   if (!run.slices_dir.empty())
     PRISM_RETURN_IF_ERROR(write_file_atomic(
         fmt::format("{}/slice-rank{}.json", run.slices_dir, rank), format_capture_json(captured)));

@@ -246,9 +246,15 @@ TEST_F(EmulateProgramTest, TorchPipeliningInfersShapesFromObjectsOfVirtualRanks)
   std::string output;
   const std::vector<std::string> program = {"examples/torch_pipelining/train.py", "--steps=3",
                                             "--infer-shapes", "--config-from-rank0"};
-  const auto rank = emulate_program(tmp_, "examples/jobs/torch-pipelining-64.yaml", 33, program,
-                                    &graph, {"--capture-jobs", "2"}, &output);
+  const auto rank =
+      emulate_program(tmp_, "examples/jobs/torch-pipelining-64.yaml", 33, program, &graph,
+                      {"--capture-jobs", "2", "--slices", "{tmp}/slices"}, &output);
   ASSERT_FALSE(rank.is_null());
+  // Rank 0's capture file holds what it sent: the config, then its output's shapes.
+  const auto slice = nlohmann::json::parse(slurp(tmp_ + "/slices/slice-rank0.json"));
+  ASSERT_EQ(slice["objects"].size(), 2u) << slice.dump();
+  EXPECT_EQ(slice["objects"][0]["key"], "prism/object/0/group/0:1:64/0");
+  EXPECT_EQ(slice["objects"][1]["key"], "prism/object/0/to/32/0");
   // Captured (side by side with rank 0), then emulated: rank 0's config each time.
   const std::string got =
       "[rank33]: torch_pipelining: rank 33 got rank 0's config "

@@ -43,6 +43,12 @@ TEST(ObjectPayloads, AVirtualRankSendsWhatItsRolesCaptureRecorded) {
   const ObjectAnswer config = p.answer("prism/object/0/group/0:1:64/0", roles);
   ASSERT_EQ(config.state, State::kReady) << config.error;
   EXPECT_EQ(config.bytes, bytes("config"));
+  // What rank 0's capture file holds, by key; rank 33 sent nothing.
+  const std::vector<CapturedObject> sent = p.sent_by(0);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].key, "prism/object/0/group/0:1:64/0");
+  EXPECT_EQ(sent[1].key, "prism/object/0/to/32/0");
+  EXPECT_TRUE(p.sent_by(33).empty());
 }
 
 TEST(ObjectPayloads, AnObjectTheCaptureDidNotRecordIsOneClearError) {

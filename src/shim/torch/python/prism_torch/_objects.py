@@ -56,19 +56,22 @@ def _encode(c10d, object_list):
         c10d._pickler(f).dump(obj)
         chunks.append(f.getvalue())
         sizes.append(len(chunks[-1]))
-    return (_MAGIC + struct.pack(f"<I{len(sizes)}q", len(sizes), *sizes) + b"".join(chunks))
+    return _MAGIC + struct.pack(f"<I{len(sizes)}q", len(sizes), *sizes) + b"".join(chunks)
 
 
 def _decode(value, where):
     value = bytes(value)
     if value.startswith(_ERROR):
         raise RuntimeError(f"prism: {where}: {value[len(_ERROR):].decode(errors='replace')}")
-    if not value.startswith(_MAGIC) or len(value) < len(_MAGIC) + 4:
-        raise RuntimeError(f"prism: {where}: the store holds no object PrismLLM wrote")
-    (count,) = struct.unpack_from("<I", value, len(_MAGIC))
     at = len(_MAGIC) + 4
+    count = struct.unpack_from("<I", value, len(_MAGIC))[0] if len(value) >= at else -1
+    if not value.startswith(_MAGIC) or count < 0 or len(value) < at + 8 * count:
+        raise RuntimeError(f"prism: {where}: the store holds no objects PrismLLM wrote")
     sizes = list(struct.unpack_from(f"<{count}q", value, at))
-    return sizes, value[at + 8 * count:]
+    data = value[at + 8 * count:]
+    if any(size < 0 for size in sizes) or sum(sizes) != len(data):
+        raise RuntimeError(f"prism: {where}: the store holds no objects PrismLLM wrote")
+    return sizes, data
 
 
 def _store(c10d):
