@@ -9,10 +9,12 @@ stages it holds (one with --schedule 1f1b; --virtual of them, round-robin,
 with --schedule interleaved), each a slice of the blocks, the embeddings on
 the first and the final LayerNorm, head and loss on the last. Every
 PipelineStage is given its input's and output's shapes (input_args,
-output_args, on the meta device), as torchtitan does: without them torch
-2.11 infers the shapes at the first step by sending them from stage to stage
-with send_object_list / recv_object_list, objects that PrismLLM's emulated
-backend does not carry (docs/torch-backend.md, "Data").
+output_args, on the meta device), as torchtitan does; with --infer-shapes
+it is not, and torch infers them at the first step, each stage but the
+first receiving its input's meta tensors from the previous one with
+recv_object_list. With --config-from-rank0, rank 0 decides the run's
+settings (learning rate, data seed) and broadcasts them to every rank with
+broadcast_object_list.
 
 Each step the schedule runs --microbatches microbatches through the
 pipeline (its sends and receives are batch_isend_irecv's isend and irecv);
@@ -21,7 +23,9 @@ bucket, averaged) and takes an AdamW step.
 
 In the CI, tests/cli/emulate_program_test.cc runs it as one real rank of the
 64-rank job examples/jobs/torch-pipelining-64.yaml (pp 2 x dp 32), both
-schedules; docs/torch-backend.md ("Programs") gives the figures.
+schedules, and 1F1B with --infer-shapes --config-from-rank0, where the
+objects from virtual ranks are what the capture recorded for their roles;
+docs/torch-backend.md ("Programs", "Objects") gives the figures.
 """
 
 import argparse
@@ -96,10 +100,21 @@ def main():
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--infer-shapes", action="store_true",
+                   help="no input_args/output_args: torch infers the shapes at the first step")
+    p.add_argument("--config-from-rank0", action="store_true",
+                   help="rank 0 broadcasts the run's settings to every rank")
     args = p.parse_args()
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    config = {"lr": 3e-4, "data_seed": 1000}
+    if args.config_from_rank0:
+        settings = [config if rank == 0 else None]
+        dist.broadcast_object_list(settings, src=0)
+        config = settings[0]
+        if rank != 0 and (world <= 8 or os.environ.get("PRISM_COORDINATOR")):
+            print(f"torch_pipelining: rank {rank} got rank 0's config {config}", flush=True)
     if world % args.pp:
         raise SystemExit(f"torch_pipelining: {world} ranks do not split into {args.pp} stages")
     dp = world // args.pp
@@ -120,8 +135,9 @@ def main():
         inputs = torch.empty(mbs, args.seq, dtype=torch.long, device="meta") if index == 0 else hidden
         outputs = (torch.empty(mbs, args.seq, args.vocab, device="meta")
                    if index == count - 1 else hidden)
-        stages.append(PipelineStage(module, index, count, device, input_args=inputs,
-                                    output_args=outputs, group=mesh["pp"].get_group()))
+        shapes = {} if args.infer_shapes else {"input_args": inputs, "output_args": outputs}
+        stages.append(PipelineStage(module, index, count, device, group=mesh["pp"].get_group(),
+                                    **shapes))
         modules.append(module)
 
     def loss_fn(logits, target):
@@ -134,10 +150,10 @@ def main():
     has_first = any(s.is_first for s in stages)
     has_last = any(s.is_last for s in stages)
     params = [prm for m in modules for prm in m.parameters()]
-    opt = torch.optim.AdamW(params, lr=3e-4)
+    opt = torch.optim.AdamW(params, lr=config["lr"])
     dp_group = mesh["dp"].get_group()
     # Each pipeline its own batches; every stage of it draws the same tokens.
-    data = torch.Generator().manual_seed(1000 + mesh["dp"].get_local_rank())
+    data = torch.Generator().manual_seed(config["data_seed"] + mesh["dp"].get_local_rank())
     batch = args.microbatches * mbs
 
     for step in range(args.steps):

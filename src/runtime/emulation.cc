@@ -224,6 +224,10 @@ Status Emulation::choose_graph() {
   if (!o.graph_path.empty()) {
     Result<ExecutionGraph> loaded = load_graph(o.graph_path);
     if (!loaded.is_ok()) return loaded.status().with_context("--graph");
+    object_roles_->unknown = fmt::format(
+        "the graph comes from --graph {}, which holds no objects; run without --graph, so that "
+        "the program is captured and the objects its ranks send are recorded",
+        o.graph_path);
     owned_ = std::move(loaded).value();
     if (owned_.world_size() != job_.job.num_gpus)
       return Status::invalid_argument(
@@ -235,6 +239,11 @@ Status Emulation::choose_graph() {
           "{}: job '{}' has a model section, so its graph is the model's and no rank is captured",
           capturing, job_.job.name));
     graph_ = &job_.built.graph;
+    object_roles_->unknown = fmt::format(
+        "job '{}' has a model section, so its virtual ranks run the model's graph and send no "
+        "objects; describe the program with a job without a model section, so that it is "
+        "captured and the objects its ranks send are recorded",
+        job_.job.name);
   } else {
     SliceCaptureRun run{real_, o.program, env_, dir_, o.slices_dir, o.capture_jobs.value_or(1)};
     run.verify = o.verify_roles;
@@ -243,10 +252,34 @@ Status Emulation::choose_graph() {
       if (!also.is_ok()) return also.status().with_context("--capture-ranks");
       run.also = std::move(also).value();
     }
+    run.objects = objects_;
     PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, capture_slices(job_, run));
     owned_ = std::move(sliced.graph);
+    ObjectRoles& placed = *object_roles_;
+    placed.layout = owned_.layout;
+    placed.role_of_rank = owned_.role_of_rank;
+    for (const Role& role : owned_.roles) {
+      placed.names.push_back(role.name);
+      Rank captured = kNone;
+      for (const RoleSource& source : sliced.roles) {
+        if (source.role == role.name) captured = source.captured;
+      }
+      placed.captured.push_back(captured);
+    }
   }
   return Status::ok();
+}
+
+StoreOptions Emulation::object_answers() const {
+  StoreOptions o;
+  o.object_answer = [objects = objects_, roles = object_roles_](const std::string& key) {
+    return objects->answer(key, *roles);
+  };
+  o.on_object = [real = real_objects_](const std::string& key,
+                                       const std::vector<std::uint8_t>& bytes) {
+    real->record(key, bytes);
+  };
+  return o;
 }
 
 // The prediction: the same job replayed with no real rank; with what-if
@@ -316,7 +349,8 @@ Result<CoordinatorResult> Emulation::emulate() {
 Result<CoordinatorResult> Emulation::run_external_ranks(Coordinator& coordinator,
                                                         const wire::Address& address) {
   env_.coordinator = address.to_string();
-  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store, start_store(env_, real_));
+  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store,
+                         start_store(env_, real_, object_answers()));
   env_.master_port = store->port();
   const std::string& path = options_.external_env_path;
   PRISM_RETURN_IF_ERROR(write_file_atomic(path, external_env_text(env_)));
@@ -349,7 +383,8 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
   progress(fmt::format("starting {} real ranks of {}; the coordinator is at {}", real_.size(),
                        graph_->world_size(), address));
   env_.coordinator = address;
-  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store, start_store(env_, real_));
+  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store,
+                         start_store(env_, real_, object_answers()));
   env_.master_port = store->port();
   for (Rank r : real_) {
     Result<pid_t> pid = launcher.start(r, options_.program, rank_env(env_, r));
@@ -359,6 +394,14 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
     return early_end(
         *store, launcher, [&](Rank r) { return coordinator.connected(r); }, "real");
   });
+  // A store error (an object of a virtual rank not known) ended a program,
+  // whatever the coordinator saw of it next (a goodbye with ops left, the
+  // exit code): it is the cause.
+  if (const std::vector<std::string> errors = store->errors();
+      !errors.empty() && caught_signal() == 0) {
+    launcher.terminate_all(std::chrono::milliseconds(2000));
+    return Status::invalid_argument(fmt::format("the rendezvous store: {}", errors.front()));
+  }
   if (done.is_ok() && done.value().replay.failure && done.value().replay.failure->hung) {
     stop_hung_ranks(launcher, done.value());
     PRISM_RETURN_IF_ERROR(interruption());
@@ -449,7 +492,8 @@ Status Emulation::write_outputs(const EmulationResult& r) const {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return Status::io_error(fmt::format("--capture {}: {}", dir, ec.message()));
-    for (const RankCapture& c : s.emulated.captures) {
+    for (RankCapture c : s.emulated.captures) {
+      c.objects = real_objects_->sent_by(c.rank);
       PRISM_RETURN_IF_ERROR(
           write_file_atomic(fmt::format("{}/rank{}.json", dir, c.rank), format_capture_json(c)));
     }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "runtime/coordinator.h"
 #include "runtime/emulate_report.h"
 #include "runtime/launcher.h"
+#include "runtime/object_payloads.h"
 #include "runtime/real_ranks.h"
 #include "simulation/cluster_models.h"
 #include "simulation/job.h"
@@ -104,6 +106,8 @@ class Emulation {
   void stop_hung_ranks(Launcher& launcher, CoordinatorResult& result);
   Result<CoordinatorResult> run_external_ranks(Coordinator& coordinator,
                                                const wire::Address& address);
+  // The store's answers for the objects virtual ranks send.
+  StoreOptions object_answers() const;
 
   EmulationOptions options_;
   PreparedJob job_;
@@ -114,6 +118,12 @@ class Emulation {
   RankEnvironment env_;
   ExecutionGraph owned_;  // a loaded or captured graph
   const ExecutionGraph* graph_ = nullptr;
+  // The objects the captures recorded, and which capture speaks for each
+  // rank (its role's captured rank): runtime/object_payloads.h.
+  std::shared_ptr<ObjectPayloads> objects_ = std::make_shared<ObjectPayloads>();
+  std::shared_ptr<ObjectRoles> object_roles_ = std::make_shared<ObjectRoles>();
+  // The objects the real ranks sent in the emulation (--capture's files).
+  std::shared_ptr<ObjectPayloads> real_objects_ = std::make_shared<ObjectPayloads>();
   WhatIf what_if_;
   std::vector<Rank> failed_;  // the failed node's ranks (--fail-node)
   bool real_rank_failed_ = false;

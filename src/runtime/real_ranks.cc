@@ -74,8 +74,11 @@ std::string make_run_secret() {
 }
 
 Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
-                                                     const std::vector<Rank>& real) {
+                                                     const std::vector<Rank>& real,
+                                                     const StoreOptions& objects) {
   StoreOptions o;
+  o.on_object = objects.on_object;
+  o.object_answer = objects.object_answer;
   o.world_size = e.world_size;
   o.real_ranks = real;
   // A client that does not speak TCPStore (anyone on the host can connect)

@@ -55,9 +55,12 @@ std::string python_dir();
 
 // The rendezvous store of one run (the capture, or the emulation) at
 // 127.0.0.1:e.master_port (0: any free port; the store's port() says which),
-// answering for every rank but `real`.
+// answering for every rank but `real`, and for their objects through
+// `objects` (its on_object and object_answer; docs/torch-backend.md,
+// "Objects").
 Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
-                                                     const std::vector<Rank>& real);
+                                                     const std::vector<Rank>& real,
+                                                     const StoreOptions& objects = {});
 // What ends a run early, checked every tick: a termination signal caught
 // (util/interrupt.h), the store's first error (a
 // Gloo group it cannot answer for; a client that sent a malformed query is

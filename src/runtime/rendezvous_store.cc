@@ -207,6 +207,9 @@ class RendezvousStore::Impl {
   }
 
   void apply(StoreEffects& effects) {
+    // Errors first: a client told of one (an object's failure as its value)
+    // must not act on it before the owner can see it.
+    report(effects.errors);
     for (auto& [id, bytes] : effects.sends) {
       auto it = conns_.find(id);
       if (it == conns_.end()) continue;
@@ -214,7 +217,6 @@ class RendezvousStore::Impl {
       flush(id);
     }
     for (ClientId id : effects.closes) close_conn(id);
-    report(effects.errors);
     if (on_trace_)
       for (const auto& n : effects.notes) on_trace_(n);
     for (const auto& d : effects.dropped) {

@@ -42,6 +42,15 @@
 
 namespace prism::runtime {
 
+// What the store answers for an object a virtual rank sends
+// (StoreOptions::object_answer).
+struct ObjectAnswer {
+  enum class State { kReady, kPending, kFailed };
+  State state = State::kPending;
+  std::vector<std::uint8_t> bytes;  // kReady: the key's value
+  std::string error;                // kFailed: why; the reader gets "PRISMERR" and this
+};
+
 struct StoreOptions {
   std::int32_t world_size = 0;
   // The global ranks that run for real; every other rank is virtual.
@@ -55,6 +64,16 @@ struct StoreOptions {
   // A real rank that waits this long for a communicator id whose publisher
   // belongs to an undeclared group is reported; zero: never.
   std::chrono::milliseconds unknown_publisher_timeout{60000};
+  // Objects (docs/torch-backend.md, "Objects"): prism_torch SETs what a
+  // rank's send_object_list and broadcast_object_list send at
+  // "prism/object/<src>/..." (any prefix), and the receivers GET it.
+  // on_object receives each such SET (the key from "prism/object/" on, the
+  // value), on the store's thread; must not block.
+  std::function<void(const std::string&, const std::vector<std::uint8_t>&)> on_object;
+  // Answers a GET of such a key, absent, whose sender is virtual (the key
+  // from "prism/object/" on); kPending is asked again every
+  // kObjectRetry. Unset: the GET waits, as for any absent key.
+  std::function<ObjectAnswer(const std::string&)> object_answer;
   // Receives each error as it happens, on the store's thread; must not block.
   std::function<void(const std::string&)> on_error;
   // Receives each dropped client's description, likewise.

@@ -103,6 +103,16 @@ KeyInfo classify(std::string_view key) {
     info.group = std::string(last);
     return info;
   }
+  for (std::size_t i = 0; i + 2 < n; ++i) {
+    if (parts[i] != "prism" || parts[i + 1] != "object") continue;
+    auto src = decimal(parts[i + 2]);
+    if (!src) break;
+    info.kind = KeyKind::kObject;
+    info.rank = *src;
+    for (std::size_t j = i; j < n; ++j)
+      info.object_key += std::string(parts[j]) + (j + 1 < n ? "/" : "");
+    return info;
+  }
   auto pg = std::find(parts.begin(), parts.end(), "default_pg");
   if (pg == parts.end() || std::next(pg) == parts.end()) return info;
   // The group's name at parts[g], then (torch 2.x) the device, then the

@@ -18,6 +18,7 @@
 // | kGlooAddress      | default_pg/<group>[/<device>]/<i>/<r>     | group rank r          |
 // |                   | default_pg/<group>[/<device>]/<i>/rank_<r>|                       |
 // | kGroupDeclaration | prism/group/<group>                       | a PrismLLM frontend   |
+// | kObject           | prism/object/<src>/...                    | rank src (prism_torch)|
 //
 // Everything here is pure: string in, facts out.
 #pragma once
@@ -40,6 +41,7 @@ enum class KeyKind {
   kNcclRootId,
   kGlooAddress,
   kGroupDeclaration,
+  kObject,
 };
 
 struct KeyInfo {
@@ -55,6 +57,9 @@ struct KeyInfo {
   // kNcclRootId: the key up to "UniqueNCCLID:", shared by the roots of one
   // communicator.
   std::string root_prefix;
+  // kObject: the key from "prism/object/" on (slicing/object_keys.h), its
+  // sender's global rank in `rank`.
+  std::string object_key;
 };
 
 KeyInfo classify(std::string_view key);

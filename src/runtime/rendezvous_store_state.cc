@@ -198,6 +198,9 @@ void StoreState::handle_write(ClientId id, Query& q, StoreEffects& out) {
     if (infos[i].kind == store_keys::KeyKind::kGroupDeclaration && q.op != Op::kAppend) {
       declare_group(id, infos[i].group, q.values[i], out);
     }
+    if (infos[i].kind == store_keys::KeyKind::kObject && options_.on_object) {
+      options_.on_object(infos[i].object_key, q.values[i]);
+    }
     if (q.op != Op::kAppend || !kv_.contains(key)) {
       put(key, std::move(q.values[i]), out);
       continue;

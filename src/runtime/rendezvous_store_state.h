@@ -33,6 +33,9 @@ namespace prism::runtime {
 
 using StoreClock = std::chrono::steady_clock;
 using ClientId = std::uint64_t;
+// How often an object that StoreOptions::object_answer said is pending is
+// asked for again.
+inline constexpr std::chrono::milliseconds kObjectRetry{20};
 
 // What one call asks of the transport, in order.
 struct StoreEffects {
@@ -102,6 +105,8 @@ class StoreState {
              std::span<const store_keys::KeyInfo> asked, bool writing, StoreEffects& out);
   void settle_absent(const std::string& key, const store_keys::KeyInfo& info,
                      std::span<const store_keys::KeyInfo> asked, StoreEffects& out);
+  // An object a virtual rank sends: answered, failed, or asked again later.
+  void settle_object(const std::string& key, const store_keys::KeyInfo& info, StoreEffects& out);
   // The group's global ranks in group-rank order; null when unknown.
   const std::vector<std::int32_t>* members(const std::string& group) const;
   std::optional<std::int32_t> publisher(const store_keys::KeyInfo& info,
@@ -136,6 +141,8 @@ class StoreState {
   std::map<std::string, std::vector<std::int32_t>> groups_;
   std::map<std::string, std::int32_t> root_counts_;         // scalable ids: roots per communicator
   std::map<std::string, StoreClock::time_point> unplaced_;  // id keys with no known publisher
+  std::set<std::string> pending_objects_;                   // object keys asked again soon
+  StoreClock::time_point objects_retry_at_{};               // when
   std::set<std::string> reported_;
   std::deque<ClientId> runnable_;
 };

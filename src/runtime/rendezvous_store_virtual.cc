@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -92,6 +93,10 @@ bool StoreState::admit(ClientId id, const std::string& key, const KeyInfo& info,
     }
     return true;
   }
+  if (info.kind == KeyKind::kObject) {
+    if (!writing && !kv_.contains(key)) settle_object(key, info, out);
+    return true;
+  }
   if (info.kind != KeyKind::kGlooAddress) return true;
 
   // Gloo connects every pair of members through their published addresses:
@@ -145,6 +150,35 @@ void StoreState::settle_absent(const std::string& key, const KeyInfo& info,
   }
   if (real_.contains(*pub)) return;
   put(key, store_keys::synthesized_id(key), out);
+}
+
+// prism_torch's objects (docs/torch-backend.md, "Objects"): a real sender
+// SETs its own; a virtual sender's come from StoreOptions::object_answer,
+// asked again every kObjectRetry while pending. A failure is the key's
+// value, so that the reader raises it at once, naming its call and rank,
+// and an error of the store, which ends the run whatever the reader does.
+void StoreState::settle_object(const std::string& key, const KeyInfo& info, StoreEffects& out) {
+  if (real_.contains(info.rank) || !options_.object_answer) return;
+  ObjectAnswer a = options_.object_answer(info.object_key);
+  if (a.state == ObjectAnswer::State::kPending) {
+    if (pending_objects_.empty()) objects_retry_at_ = now_ + kObjectRetry;
+    pending_objects_.insert(key);
+    return;
+  }
+  pending_objects_.erase(key);
+  if (options_.on_trace) {
+    out.notes.push_back(
+        fmt::format("rendezvous store: object '{}' of virtual rank {}: {}", key, info.rank,
+                    a.state == ObjectAnswer::State::kReady ? fmt::format("{} bytes", a.bytes.size())
+                                                           : a.error));
+  }
+  if (a.state == ObjectAnswer::State::kFailed) {
+    out.errors.push_back(a.error);
+    constexpr std::string_view kTag = "PRISMERR";
+    a.bytes.assign(kTag.begin(), kTag.end());
+    a.bytes.insert(a.bytes.end(), a.error.begin(), a.error.end());
+  }
+  put(key, std::move(a.bytes), out);
 }
 
 void StoreState::declare_group(ClientId id, const std::string& group, const Bytes& value,
@@ -211,6 +245,7 @@ std::int64_t StoreState::virtual_share(const KeyInfo& info) const {
 
 std::optional<StoreClock::time_point> StoreState::next_deadline() const {
   std::optional<StoreClock::time_point> next;
+  if (!pending_objects_.empty()) next = objects_retry_at_;
   for (const auto& [key, at] : unplaced_) {
     if (!next || at < *next) next = at;
   }
@@ -219,6 +254,11 @@ std::optional<StoreClock::time_point> StoreState::next_deadline() const {
 
 void StoreState::advance(StoreClock::time_point now, StoreEffects& out) {
   now_ = now;
+  if (!pending_objects_.empty() && now >= objects_retry_at_) {
+    for (const std::string& key : std::exchange(pending_objects_, {})) {
+      if (!kv_.contains(key)) settle_object(key, store_keys::classify(key), out);
+    }
+  }
   for (auto it = unplaced_.begin(); it != unplaced_.end();) {
     if (it->second > now) {
       ++it;

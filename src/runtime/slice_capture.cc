@@ -23,9 +23,11 @@ namespace {
 
 // One capture: the program runs as `rank`; what it did, or why not.
 // `stop` ends it early (a capture beside it failed); `stopped` then says so.
+// `objects` answers the objects of virtual ranks (run.objects, by the
+// layout's roles).
 Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& run,
-                                 const Layout& layout, Rank rank, const std::atomic<bool>& stop,
-                                 bool& stopped) {
+                                 const Layout& layout, const StoreOptions& objects, Rank rank,
+                                 const std::atomic<bool>& stop, bool& stopped) {
   ProgramCapture capture(ProgramCaptureOptions{rank, p.job.num_gpus, p.job.name, run.env.timeout(),
                                                grid_groups_of(layout, rank), run.env.secret});
   PRISM_ASSIGN_OR_RETURN(
@@ -36,7 +38,8 @@ Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
   env.coordinator = bound.to_string();
   env.graph.clear();
   if (run.jobs > 1) env.master_port = 0;  // side by side, each capture's store on its own port
-  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store, start_store(env, {rank}));
+  PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store,
+                         start_store(env, {rank}, objects));
   env.master_port = store->port();
   Launcher launcher(stdio_sink(stdout, stderr));
   PRISM_RETURN_IF_ERROR(launcher.start(rank, run.program, rank_env(env, rank)).status());
@@ -48,6 +51,13 @@ Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
     return early_end(
         *store, launcher, [&](Rank) { return capture.connected(); }, "captured");
   });
+  // A store error (an object of a virtual rank not known) ended the
+  // program, whatever the capture saw of it next: it is the cause.
+  if (const std::vector<std::string> errors = store->errors(); !errors.empty()) {
+    launcher.terminate_all(std::chrono::milliseconds(2000));
+    return Status::invalid_argument(
+        fmt::format("the capture of rank {}: the rendezvous store: {}", rank, errors.front()));
+  }
   if (!done.is_ok()) {
     // How the rank's process ended, as the emulation says it.
     const Status why =
@@ -79,8 +89,9 @@ enum class Purpose {
 // Captures role `ri` as `rank`, writes it to --slices, and reads its program
 // from the captured messages.
 Result<RankProgram> capture_role(const PreparedJob& p, const SliceCaptureRun& run,
-                                 const SliceRoles& roles, std::size_t ri, Rank rank,
-                                 Purpose purpose, const std::atomic<bool>& stop, bool& stopped) {
+                                 const SliceRoles& roles, const StoreOptions& objects,
+                                 std::size_t ri, Rank rank, Purpose purpose,
+                                 const std::atomic<bool>& stop, bool& stopped) {
   if (purpose == Purpose::kSplit) {
     fmt::print(stderr,
                "prism emulate: splitting role {} of {} ({}): its ranks differ; rank {} runs too, "
@@ -97,8 +108,11 @@ Result<RankProgram> capture_role(const PreparedJob& p, const SliceCaptureRun& ru
                "peers that answer at once\n",
                ri + 1, roles.names.size(), roles.names[ri], roles.ranks[ri].size(), rank);
   }
-  PRISM_ASSIGN_OR_RETURN(const RankCapture captured,
-                         capture_rank(p, run, roles.layout, rank, stop, stopped));
+  if (run.objects) run.objects->started(rank);
+  Result<RankCapture> done = capture_rank(p, run, roles.layout, objects, rank, stop, stopped);
+  if (run.objects) run.objects->finished(rank);
+  PRISM_ASSIGN_OR_RETURN(RankCapture captured, std::move(done));
+  if (run.objects) captured.objects = run.objects->sent_by(rank);
   if (!run.slices_dir.empty())
     PRISM_RETURN_IF_ERROR(write_file_atomic(
         fmt::format("{}/slice-rank{}.json", run.slices_dir, rank), format_capture_json(captured)));
@@ -153,6 +167,7 @@ std::vector<std::pair<std::size_t, Rank>> capture_tasks(const SliceRoles& roles,
 // Captures `tasks` (role, rank), up to run.jobs at a time, and appends
 // their programs to `out` in task order.
 Status capture_all(const PreparedJob& p, const SliceCaptureRun& run, const SliceRoles& roles,
+                   const StoreOptions& objects,
                    const std::vector<std::pair<std::size_t, Rank>>& tasks,
                    const std::vector<Purpose>& purposes, std::vector<RankProgram>& out) {
   const std::size_t n = tasks.size();
@@ -169,7 +184,7 @@ Status capture_all(const PreparedJob& p, const SliceCaptureRun& run, const Slice
     for (std::size_t ri; !failed.load() && (ri = next.fetch_add(1)) < n;) {
       Slot& s = slots[ri];
       const auto [role, rank] = tasks[ri];
-      s.result = capture_role(p, run, roles, role, rank, purposes[ri], failed, s.stopped);
+      s.result = capture_role(p, run, roles, objects, role, rank, purposes[ri], failed, s.stopped);
       if (!s.result->is_ok()) failed = true;
     }
   };
@@ -211,9 +226,22 @@ Result<SlicedGraph> capture_slices(const PreparedJob& p, const SliceCaptureRun& 
   // Capture, find the roles; where a role's ranks differ, capture the ranks
   // that tell the rules that could split it apart, and find them again.
   const RoleHints hints{run.real, run.also};
+  // Virtual ranks' objects come from their layout role's representative.
+  StoreOptions objects;
+  if (run.objects) {
+    auto placed = std::make_shared<ObjectRoles>(
+        ObjectRoles{roles.layout, roles.names, roles.role_of_rank, rank_of, ""});
+    objects.on_object = [to = run.objects](const std::string& key,
+                                           const std::vector<std::uint8_t>& bytes) {
+      to->record(key, bytes);
+    };
+    objects.object_answer = [from = run.objects, placed](const std::string& key) {
+      return from->answer(key, *placed);
+    };
+  }
   std::vector<RankProgram> captured;
   for (;;) {
-    PRISM_RETURN_IF_ERROR(capture_all(p, run, roles, tasks, purposes, captured));
+    PRISM_RETURN_IF_ERROR(capture_all(p, run, roles, objects, tasks, purposes, captured));
     Result<FoundRoles> found = find_roles(p.job, captured, hints);
     if (!found.is_ok()) {  // say what it means before anyone emulates
       return found.status().with_detail(

@@ -4,10 +4,12 @@
 // from what they did (slicing/slices.h).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "graph/graph.h"
+#include "runtime/object_payloads.h"
 #include "runtime/real_ranks.h"
 #include "simulation/job.h"
 #include "slicing/slices.h"
@@ -27,7 +29,11 @@ struct SliceCaptureRun {
   // against the representative op by op before any emulation: a
   // rank-dependent program is found here, not mid-run.
   bool verify = true;
-  std::vector<Rank> also;  // more ranks to capture and check (--capture-ranks)
+  std::vector<Rank> also{};  // more ranks to capture and check (--capture-ranks)
+  // When set, receives every object the captured ranks send
+  // (runtime/object_payloads.h); a captured rank that receives one from a
+  // virtual rank is answered from what the captures recorded.
+  std::shared_ptr<ObjectPayloads> objects{};
 };
 
 // Builds the graph of a program's job (no model section) from captures:

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "slicing/capture_objects.h"
 #include "util/json_depth.h"
 #include "util/text_error.h"
 
@@ -404,7 +405,16 @@ std::string format_capture_json(const RankCapture& c) {
     out += event(c.entries[i].message, c.entries[i].graph_op).dump();
     out += i + 1 < c.entries.size() ? ",\n" : "\n";
   }
-  out += "]}\n";
+  out += "]";
+  if (!c.objects.empty()) {
+    out += ",\"objects\":[\n";
+    for (std::size_t i = 0; i < c.objects.size(); ++i) {
+      out += capture_objects::to_json(c.objects[i]).dump();
+      out += i + 1 < c.objects.size() ? ",\n" : "\n";
+    }
+    out += "]";
+  }
+  out += "}\n";
   return out;
 }
 
@@ -450,6 +460,7 @@ Result<RankCapture> capture_from_json(const json& doc, const std::string& source
                            read_event(events[i], fmt::format("{}: event {}", source, i)));
     c.entries.push_back(std::move(e));
   }
+  PRISM_ASSIGN_OR_RETURN(c.objects, capture_objects::read(doc, source));
   return c;
 }
 

@@ -34,6 +34,14 @@ struct CaptureEntry {
   std::int32_t graph_op = kNone;  // an op: the graph op it matched
 };
 
+// An object the rank sent with send_object_list or broadcast_object_list,
+// as prism_torch published it (slicing/object_keys.h): its key from
+// "prism/object/" on, and the value (the objects' sizes and pickles).
+struct CapturedObject {
+  std::string key;
+  std::vector<std::uint8_t> bytes;
+};
+
 struct RankCapture {
   Rank rank = 0;
   int world_size = 0;
@@ -41,6 +49,7 @@ struct RankCapture {
   std::string program;
   std::string job;
   std::vector<CaptureEntry> entries;
+  std::vector<CapturedObject> objects{};  // by key
 };
 
 // The capture as JSON ("format": "prism-capture", "version": 1), one event

@@ -23,6 +23,7 @@ namespace prism {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::run_prism;
 using testing::RunResult;
 using testing::slurp;
@@ -112,10 +113,11 @@ TEST_F(EmulateProgramTest, TensorParallelGptRunsAsOneRealRankOfItsMesh) {
 // slower) and checks what every program test asks: it completes, the real
 // rank issued the graph's ops and bytes, and the report gives the emulated
 // and the predicted iteration. Returns the report's real rank; the graph in
-// `graph`.
+// `graph`, and what the run printed in `output` when given.
 nlohmann::json emulate_program(const std::string& tmp, const std::string& job, int rank,
                                std::vector<std::string> program, nlohmann::json* graph,
-                               const std::vector<std::string>& options = {}) {
+                               const std::vector<std::string>& options = {},
+                               std::string* output = nullptr) {
   std::vector<std::string> args = {
       "emulate", job,        "--real-ranks", std::to_string(rank), "--master-port",
       "0",       "--report", "{tmp}/r.json", "--save-graph",       "{tmp}/g.json"};
@@ -124,6 +126,7 @@ nlohmann::json emulate_program(const std::string& tmp, const std::string& job, i
   args.push_back(kPython);
   args.insert(args.end(), program.begin(), program.end());
   const RunResult r = run_prism(args, tmp);
+  if (output) *output = r.out + r.err;
   EXPECT_EQ(r.exit_status, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("iteration time:     "));
   EXPECT_THAT(r.out, HasSubstr("the replay without real ranks predicts"));
@@ -230,6 +233,90 @@ TEST_F(EmulateProgramTest, TorchPipeliningOneFOneBRunsAsOneRealRankOfSixtyFour) 
 
 TEST_F(EmulateProgramTest, TorchPipeliningInterleavedOneFOneBRunsAsOneRealRankOfSixtyFour) {
   expect_pipeline(tmp_, "interleaved");
+}
+
+// Objects from virtual ranks (docs/torch-backend.md, "Objects"): pipelining
+// with shape inference at run time (no input_args/output_args) and a config
+// broadcast from rank 0, as rank 33. Stage 1 receives its input's meta
+// tensors from rank 1 and the config from rank 0, both virtual: answered
+// with what rank 0's capture sent (to rank 32, and over the world). The
+// same graph from --graph holds no objects: one clear error, no hang.
+TEST_F(EmulateProgramTest, TorchPipeliningInfersShapesFromObjectsOfVirtualRanks) {
+  nlohmann::json graph;
+  std::string output;
+  const std::vector<std::string> program = {"examples/torch_pipelining/train.py", "--steps=3",
+                                            "--infer-shapes", "--config-from-rank0"};
+  const auto rank =
+      emulate_program(tmp_, "examples/jobs/torch-pipelining-64.yaml", 33, program, &graph,
+                      {"--capture-jobs", "2", "--slices", "{tmp}/slices"}, &output);
+  ASSERT_FALSE(rank.is_null());
+  // Rank 0's capture file holds what it sent: the config, then its output's shapes.
+  const auto slice = nlohmann::json::parse(slurp(tmp_ + "/slices/slice-rank0.json"));
+  ASSERT_EQ(slice["objects"].size(), 2u) << slice.dump();
+  EXPECT_EQ(slice["objects"][0]["key"], "prism/object/0/group/0:1:64/0");
+  EXPECT_EQ(slice["objects"][1]["key"], "prism/object/0/to/32/0");
+  // Captured (side by side with rank 0), then emulated: rank 0's config each time.
+  const std::string got =
+      "[rank33]: torch_pipelining: rank 33 got rank 0's config "
+      "{'lr': 0.0003, 'data_seed': 1000}";
+  const std::size_t first = output.find(got);
+  ASSERT_NE(first, std::string::npos) << output;
+  EXPECT_NE(output.find(got, first + 1), std::string::npos) << output;
+  ASSERT_EQ(graph["roles"].size(), 2u);
+  // expect_pipeline's 1F1B counts, and the objects' ops: the config's two
+  // broadcasts (sizes, bytes) on both stages, the meta tensors' send and
+  // receive (sizes, bytes) from stage 0 to stage 1.
+  const auto stage0 = comm_ops_of(graph, 0);
+  const auto stage1 = comm_ops_of(graph, 1);
+  EXPECT_EQ(stage0.at("broadcast"), 2);
+  EXPECT_EQ(stage1.at("broadcast"), 2);
+  EXPECT_EQ(stage0.at("send"), 13 + 2);
+  EXPECT_EQ(stage0.at("recv"), 13);
+  EXPECT_EQ(stage1.at("send"), 13);
+  EXPECT_EQ(stage1.at("recv"), 13 + 2);
+  EXPECT_EQ(stage1.at("all_reduce"), 3);
+
+  std::vector<std::string> again = {"emulate",
+                                    "examples/jobs/torch-pipelining-64.yaml",
+                                    "--real-ranks",
+                                    "33",
+                                    "--master-port",
+                                    "0",
+                                    "--graph",
+                                    "{tmp}/g.json",
+                                    "--",
+                                    "env",
+                                    "OMP_NUM_THREADS=1",
+                                    kPython};
+  again.insert(again.end(), program.begin(), program.end());
+  const RunResult r = run_prism(again, tmp_);
+  EXPECT_EQ(r.exit_status, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("error: the rendezvous store: the 1st broadcast_object_list from "
+                               "rank 0 over ranks 0:1:64: rank 0 is virtual and its object is not "
+                               "known: the graph comes from --graph "));
+  EXPECT_THAT(r.err, HasSubstr("RuntimeError: prism: torch.distributed.broadcast_object_list on "
+                               "rank 33 from rank 0: "));
+}
+
+// The interleaved schedule's shapes go round: rank 0 (stage 2) receives from
+// rank 32 (stage 1), whose role is captured after rank 0's when the roles
+// are captured one at a time. One clear error before any emulation, naming
+// the ranks and the option that fixes it.
+TEST_F(EmulateProgramTest, AnObjectFromARoleCapturedLaterIsOneClearError) {
+  const RunResult r = run_prism(
+      {"emulate", "examples/jobs/torch-pipelining-64.yaml", "--real-ranks", "33", "--master-port",
+       "0", "--", "env", "OMP_NUM_THREADS=1", kPython, "examples/torch_pipelining/train.py",
+       "--schedule", "interleaved", "--steps=2", "--infer-shapes"},
+      tmp_);
+  EXPECT_EQ(r.exit_status, 1) << r.out << r.err;
+  EXPECT_THAT(r.err,
+              HasSubstr("error: the capture of rank 0: the rendezvous store: the 1st "
+                        "send_object_list from rank 32 to rank 0: rank 32 is virtual and sends "
+                        "what rank 33, the captured rank of its role stage1, sent, but the capture "
+                        "of rank 33 runs after this one, so the 1st send_object_list from rank 33 "
+                        "to rank 1 is not known yet: capture the roles side by side "
+                        "(--capture-jobs 2 or more)"));
+  EXPECT_THAT(r.err, Not(HasSubstr("capturing role 2 of 2")));
 }
 
 // torchtitan's shape: a small Llama in pp 2 x FSDP2 over dp 4 x tensor and

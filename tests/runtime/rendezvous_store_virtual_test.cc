@@ -1,7 +1,10 @@
 // The rendezvous store's answers for virtual ranks: rank counters, NCCL ids
-// of virtual publishers, group declarations, refused Gloo groups.
+// of virtual publishers, group declarations, refused Gloo groups, objects
+// of virtual senders.
+#include <atomic>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -241,6 +244,60 @@ TEST(RendezvousStoreVirtual, GlooGroupsOfRealRanksWork) {
   EXPECT_EQ(string_of(*rank1.get("/default_pg/2//cpu//0/1")), "addr-of-5");
   EXPECT_EQ(string_of(*rank5.get("/default_pg/2//cpu//0/0")), "addr-of-1");
   EXPECT_THAT(store->errors(), ElementsAre());
+}
+
+// prism_torch's objects (docs/torch-backend.md, "Objects"): a virtual
+// sender's come from object_answer (ready, failed, or pending and asked
+// again; a failure is also the store's error); a real sender's are its own
+// SETs, seen by on_object and never answered for.
+TEST(RendezvousStoreVirtual, ObjectsOfVirtualSendersAreAnsweredRealOnesFlow) {
+  StoreOptions o = store_testing::world(64, {0, 33});
+  auto asked = std::make_shared<std::pair<std::mutex, std::multiset<std::string>>>();
+  auto recorded =
+      std::make_shared<std::pair<std::mutex, std::vector<std::pair<std::string, std::string>>>>();
+  o.object_answer = [asked](const std::string& key) {
+    std::lock_guard lock(asked->first);
+    asked->second.insert(key);
+    ObjectAnswer a;
+    if (key == "prism/object/1/to/33/0") {
+      a.state = ObjectAnswer::State::kReady;
+      a.bytes = bytes_of("recorded");
+    } else if (key == "prism/object/1/to/33/1") {
+      a.state = ObjectAnswer::State::kFailed;
+      a.error = "the capture of rank 0 recorded none";
+    } else if (asked->second.count(key) >= 3) {  // pending twice, then there
+      a.state = ObjectAnswer::State::kReady;
+      a.bytes = bytes_of("late");
+    }
+    return a;
+  };
+  o.on_object = [recorded](const std::string& key, const std::vector<std::uint8_t>& value) {
+    std::lock_guard lock(recorded->first);
+    recorded->second.emplace_back(key, string_of(value));
+  };
+  auto store = store_testing::start_store(std::move(o));
+  TestClient rank33(store->port(), Dialect::kValidated);
+  TestClient rank0(store->port(), Dialect::kValidated);
+
+  const std::string prefix = "/default_pg/";
+  rank33.send({.op = Op::kWait, .keys = {prefix + "prism/object/1/to/33/0"}});  // as torch's get()
+  EXPECT_EQ(rank33.read_u8(), tcpstore::kStopWaiting);
+  EXPECT_EQ(string_of(*rank33.get(prefix + "prism/object/1/to/33/0")), "recorded");
+  EXPECT_EQ(string_of(*rank33.get(prefix + "prism/object/1/to/33/1")),
+            "PRISMERRthe capture of rank 0 recorded none");
+  EXPECT_EQ(string_of(*rank33.get(prefix + "prism/object/1/group/0:1:64/0")), "late");
+
+  rank0.set(prefix + "prism/object/0/to/32/0", "sent");  // a real sender
+  EXPECT_EQ(string_of(*rank33.get(prefix + "prism/object/0/to/32/0")), "sent");
+  {
+    std::lock_guard lock(asked->first);
+    EXPECT_EQ(asked->second.count("prism/object/1/group/0:1:64/0"), 3u);
+    EXPECT_EQ(asked->second.count("prism/object/0/to/32/0"), 0u);
+  }
+  std::lock_guard lock(recorded->first);
+  EXPECT_THAT(recorded->second, ElementsAre(::testing::Pair("prism/object/0/to/32/0", "sent")));
+  // The failure ends the run too.
+  EXPECT_THAT(store->errors(), ElementsAre("the capture of rank 0 recorded none"));
 }
 
 }  // namespace

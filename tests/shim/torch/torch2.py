@@ -1,6 +1,6 @@
 """torch 2.x's coalesced tensor collectives, as functional collectives
-(DTensor, FSDP2) and _coalescing_manager call them, and the refusal of
-objects from other ranks, on rank 0 of 4 (torch_backend_test.cc checks what
+(DTensor, FSDP2) and _coalescing_manager call them, and objects between
+ranks through the store, on rank 0 of 4 (torch_backend_test.cc checks what
 reached the coordinator)."""
 
 import sys
@@ -59,16 +59,43 @@ check(all(w.is_completed() for w in works), "batch_isend_irecv completed")
 works = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(2), 2)])
 works[0].wait()
 
-# Objects: a broadcast from this rank runs (sizes, then bytes); receiving
-# another rank's object is refused before any op is entered.
-dist.broadcast_object_list([{"shape": (2, 3)}], src=0)
-for call in (lambda: dist.recv_object_list([None], src=1),
-             lambda: dist.broadcast_object_list([None], src=2)):
-    try:
-        call()
-        check(False, "an object from another rank accepted")
-    except RuntimeError as e:
-        print(f"REFUSED: {e}", flush=True)
+# Objects (docs/torch-backend.md, "Objects"): what this rank sends is SET in
+# the store beside torch's own ops; what it receives is the store's value at
+# the sender's key, here SET by the test as PrismLLM's store would answer
+# for a virtual sender, delivered through the same ops as torch's.
+from prism_torch import _objects  # noqa: E402
+
+store = dist.distributed_c10d._get_default_store()
+config = {"shape": (2, 3)}
+dist.broadcast_object_list([config], src=0)
+dist.send_object_list([config], dst=1)
+for key in ("prism/object/0/group/0:1:4/0", "prism/object/0/to/1/0"):
+    sizes, data = _objects._decode(store.get(key), key)
+    check(len(sizes) == 1 and sizes[0] == len(data), f"{key}: sizes {sizes}, {len(data)} bytes")
+store.set("prism/object/1/to/0/0", _objects._encode(dist.distributed_c10d, [config]))
+store.set("prism/object/1/to/0/1", _objects._encode(dist.distributed_c10d, ["a", 7]))
+store.set("prism/object/2/group/0:1:4/0",
+          _objects._encode(dist.distributed_c10d, [torch.empty(2, 5, device="meta")]))
+store.set("prism/object/2/group/0:1:4/1", b"PRISMERR" + b"the capture recorded none")
+got = [None]
+check(dist.recv_object_list(got, src=1) == 1 and got == [config], f"recv_object_list {got}")
+got = [None, None]
+dist.recv_object_list(got, src=1, use_batch=True)
+check(got == ["a", 7], f"recv_object_list with use_batch {got}")
+got = [None]
+dist.broadcast_object_list(got, src=2)
+check(got[0].device.type == "meta" and got[0].shape == (2, 5), f"broadcast_object_list {got}")
+try:
+    dist.broadcast_object_list(got, src=2)
+    check(False, "a failed object accepted")
+except RuntimeError as e:
+    print(f"REFUSED: {e}", flush=True)
+store.set("prism/object/1/to/0/2", _objects._encode(dist.distributed_c10d, ["a", 7]))
+try:
+    dist.recv_object_list([None], src=1)
+    check(False, "objects that the list's length does not fit accepted")
+except RuntimeError as e:
+    print(f"REFUSED: {e}", flush=True)
 
 try:
     dist.split_group(split_ranks=[[0, 1], [2, 3]])

@@ -149,22 +149,24 @@ TEST_F(TorchBackendTest, EveryCollectiveReachesTheCoordinator) {
 // _coalescing_manager call (allgather_into_tensor_coalesced,
 // reduce_scatter_tensor_coalesced): one op per pair, several in one group as
 // ProcessGroupNCCL issues them; batch_isend_irecv coalesced into one group;
-// and objects from other ranks refused.
-TEST_F(TorchBackendTest, CoalescedCallsAndObjectsFromPeers) {
+// objects sent and received through the store, beside the ops torch issues
+// for them (the sizes, then the pickled bytes).
+TEST_F(TorchBackendTest, CoalescedCallsAndObjects) {
   FakeCoordinator f(torch_fake());
   RunResult r;
   ASSERT_NO_FATAL_FAILURE(run_rank(f, "torch2.py", &r));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   if (r.output.find("SKIP: torch") != std::string::npos) GTEST_SKIP() << r.output;
   EXPECT_THAT(r.output, HasSubstr("DONE"));
-  EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.recv_object_list on rank 0 "
-                                  "from rank 1 is not supported: PrismLLM's emulated backend "
-                                  "carries no data between ranks"));
   EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.broadcast_object_list on "
-                                  "rank 0 from rank 2 is not supported"));
+                                  "rank 0 from rank 2: the capture recorded none"));
+  EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.recv_object_list on rank 0 "
+                                  "from rank 1: the sender sent 2 objects, the receiver's list "
+                                  "holds 1"));
   EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.split_group on rank 0 is not "
                                   "supported: PrismLLM's emulated backend does not split "
                                   "communicators"));
+  constexpr std::int64_t kAny = -1;  // a pickle's length: checked below
   const std::vector<Want> want{
       {OpCode::kAllGather, 32, DType::kFloat32},      // functional: 2 floats × 4
       {OpCode::kReduceScatter, 32, DType::kFloat32},  // functional: the input's 8 floats
@@ -176,20 +178,32 @@ TEST_F(TorchBackendTest, CoalescedCallsAndObjectsFromPeers) {
       {OpCode::kRecv, 20, DType::kFloat32, 3, 2},  // tag 2
       {OpCode::kSend, 8, DType::kFloat32, 2},      // one op alone: no group
       {OpCode::kBroadcast, 8, DType::kInt64},      // broadcast_object_list from 0: the size
-      {OpCode::kBroadcast, 0, DType::kUint8},      // then the pickled bytes (checked below)
-      {OpCode::kAllReduce, 4, DType::kFloat32},
+      {OpCode::kBroadcast, kAny, DType::kUint8},   // then the pickled bytes
+      {OpCode::kSend, 8, DType::kInt64, 1},        // send_object_list to 1
+      {OpCode::kSend, kAny, DType::kUint8, 1},
+      {OpCode::kRecv, 8, DType::kInt64, 1},  // recv_object_list from 1: the same object
+      {OpCode::kRecv, kAny, DType::kUint8, 1},
+      {OpCode::kRecv, 16, DType::kInt64, 1},  // use_batch: two objects, "a" and 7
+      {OpCode::kRecv, kAny, DType::kUint8, 1},
+      {OpCode::kBroadcast, 8, DType::kInt64, 2},  // broadcast_object_list from 2
+      {OpCode::kBroadcast, kAny, DType::kUint8, 2},
+      {OpCode::kAllReduce, 4, DType::kFloat32},  // the failed calls entered nothing
   };
   const auto ops = f.seen_of<wire::Op>();
   ASSERT_EQ(ops.size(), want.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
     SCOPED_TRACE("op " + std::to_string(i) + ": " + describe(ops[i]));
     EXPECT_EQ(ops[i].code, want[i].code);
-    if (i != 10) EXPECT_EQ(ops[i].bytes, want[i].bytes);
+    if (want[i].bytes != kAny) EXPECT_EQ(ops[i].bytes, want[i].bytes);
     EXPECT_EQ(ops[i].dtype, want[i].dtype);
     EXPECT_EQ(ops[i].peer, want[i].peer);
     EXPECT_EQ(ops[i].tag, want[i].tag);
   }
   EXPECT_GT(ops[10].bytes, 8);
+  EXPECT_EQ(ops[12].bytes, ops[10].bytes);  // one object, pickled once
+  EXPECT_EQ(ops[14].bytes, ops[12].bytes);  // the store's pickle is torch's
+  EXPECT_GT(ops[16].bytes, 0);
+  EXPECT_GT(ops[18].bytes, 0);
   EXPECT_EQ(ops[0].group, 0u);
   EXPECT_EQ(ops[1].group, 0u);
   EXPECT_NE(ops[2].group, 0u);

@@ -8,9 +8,9 @@ or later on an imported torch:
   global ranks);
 - makes init_process_group and new_group map the backends a program asks
   for ("gloo", "nccl", "mpi", "ucc", "cpu:gloo,cuda:nccl", None) to "prism";
-- refuses recv_object_list, and broadcast_object_list from another rank,
-  with one error naming the call and the ranks (no data travels), and
-  split_group, naming the rank;
+- carries the objects of send_object_list, recv_object_list and
+  broadcast_object_list through the rendezvous store (_objects.py: the
+  backend carries no data), and refuses split_group, naming the rank;
 - replaces ProcessGroupGloo, ProcessGroupNCCL, ... with stand-ins that refuse
   to be constructed: a group built directly cannot be interposed;
 - says goodbye to the coordinator at exit.
@@ -28,6 +28,8 @@ import functools
 import inspect
 import os
 import sys
+
+from . import _objects
 
 BACKEND = "prism"
 # The backends a program may ask for, all of which run on "prism".
@@ -163,34 +165,6 @@ def _declaring(c10d, new_group):
     return wrapper
 
 
-def _no_objects_from_peers(c10d, fn):
-    """recv_object_list, or broadcast_object_list, refusing to receive an
-    object from another rank: the backend carries no data, so the receiver
-    would unpickle its own uninitialised buffer (sizes, then bytes). One
-    RuntimeError naming the call and the ranks, before any op is entered.
-    A broadcast from this rank itself runs as usual."""
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs).arguments
-        src, group, group_src = bound.get("src"), bound.get("group"), bound.get("group_src")
-        if src is None and group_src is not None:
-            src = c10d.get_global_rank(group or c10d._get_default_group(), group_src)
-        me = c10d.get_rank()
-        if src is None or src != me:
-            sender = "any rank" if src is None else f"rank {src}"
-            raise RuntimeError(
-                f"prism: torch.distributed.{fn.__name__} on rank {me} from {sender} is not "
-                "supported: PrismLLM's emulated backend carries no data between ranks, so an "
-                "object another rank sends cannot be received; give the receiver what it needs "
-                "another way (torch.distributed.pipelining: PipelineStage(..., input_args=..., "
-                "output_args=...) instead of shape inference at run time)")
-        return fn(*args, **kwargs)
-
-    return wrapper
-
-
 def _no_split(c10d, fn):
     """split_group, refused with one RuntimeError naming the call and the
     rank: the backend does not split communicators (torch would say only
@@ -237,9 +211,11 @@ def install_distributed(c10d):
     }
     if hasattr(c10d, "split_group"):
         patched["split_group"] = _no_split(c10d, c10d.split_group)
-    for name in ("recv_object_list", "broadcast_object_list"):
+    for name, wrap in (("send_object_list", _objects.sending),
+                       ("recv_object_list", _objects.receiving),
+                       ("broadcast_object_list", _objects.broadcasting)):
         if hasattr(c10d, name):
-            patched[name] = _no_objects_from_peers(c10d, getattr(c10d, name))
+            patched[name] = wrap(c10d, getattr(c10d, name))
     for name in ("ProcessGroupGloo", "ProcessGroupNCCL", "ProcessGroupMPI", "ProcessGroupUCC"):
         real = getattr(c10d, name, None)
         if isinstance(real, type):
