@@ -22,5 +22,7 @@ inline constexpr std::int64_t kMaxGpus = std::int64_t{1} << 22;
 // runs stay far below it (GPT-3 175B on 1,024 A100s: 96 micro-batches x 12
 // layers).
 inline constexpr std::int64_t kMaxLayerPasses = std::int64_t{1} << 18;
+// An amax history far past any recipe's (NeMo and Megatron-Bridge use 1024).
+inline constexpr int kMaxAmaxHistory = 1 << 20;
 
 }  // namespace prism::job_limits

@@ -131,6 +131,10 @@ struct TrainingSpec {
   // validate_args turns it on for every bf16 run.
   bool grad_reduce_in_fp32 = true;
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with precision fp8
+  // Delayed scaling's amax history per FP8 tensor (Megatron's
+  // --fp8-amax-history-len, TE's DelayedScaling.amax_history_len; Megatron's
+  // default 1, NeMo's recipes 1024): what each scale update rolls and reads.
+  int fp8_amax_history_len = 1;
   // The linear layers' weights are FP8 tensors (Megatron's --fp8-param-gather,
   // TransformerConfig.fp8_param): no bf16 copy, gathered in FP8.
   bool fp8_param_gather = false;

@@ -407,6 +407,12 @@ Status validate_training(const JobSpec& j) {
                             "Engine's check_mxfp8_support: 'Device compute capability 10.0 or "
                             "higher required for MXFP8 execution.')",
                             to_string(j.cluster.arch)));
+  // Transformer Engine's DelayedScaling: "amax_history_len must be >= 1"
+  // (TE asserts a positive length; Megatron passes the argument through).
+  if (t.fp8_amax_history_len < 1 || t.fp8_amax_history_len > kMaxAmaxHistory)
+    return fail(
+        "training.fp8_amax_history_len",
+        fmt::format("must be in [1, {}] (got {})", kMaxAmaxHistory, t.fp8_amax_history_len));
   // TransformerConfig.__post_init__: "fp8_param must be used together with fp8 mode."
   if (t.fp8_param_gather && t.precision != Precision::kFp8)
     return fail("training.fp8_param_gather",

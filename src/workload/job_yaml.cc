@@ -151,6 +151,7 @@ const std::vector<Field>& fields() {
       field("training", "bucket_size", &J::training, &T::bucket_size),
       field("training", "grad_reduce_in_fp32", &J::training, &T::grad_reduce_in_fp32),
       field("training", "fp8_recipe", &J::training, &T::fp8_recipe),
+      field("training", "fp8_amax_history_len", &J::training, &T::fp8_amax_history_len),
       field("training", "fp8_param_gather", &J::training, &T::fp8_param_gather),
       field("training", "cross_entropy_loss_fusion", &J::training, &T::cross_entropy_loss_fusion),
       field("training", "cross_entropy_fusion_impl", &J::training, &T::cross_entropy_fusion_impl),

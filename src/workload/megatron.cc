@@ -212,12 +212,17 @@ void StageBuilder::backward(int chunk, int mb) {
 // One fp32 amax per FP8 tensor of the chunk's linears (qkv, proj, fc1, fc2):
 // input and weight after the forward, the output gradient after the
 // backward, all-reduced over the amax reduction group (Megatron-Core's
-// get_amax_reduction_group: the stage's tp x cp x dp ranks).
+// get_amax_reduction_group: the stage's tp x cp x dp ranks). Then Transformer
+// Engine's scale update (tex.fused_amax_and_scale_update_after_reduction,
+// one multi-tensor kernel): each tensor's amax history rolled by one (read
+// and written, fp32) and its new scale and inverse written.
 void StageBuilder::amax_reduction(int chunk, bool backward) {
-  if (!x_.fp8_amax_reduction || slots_.amax < 0) return;
+  if (!x_.fp8_amax_reduction) return;
   const std::int64_t tensors = (backward ? 1 : 2) * 4 * std::int64_t{chunk_layers_[chunk]};
-  collective(CollectiveKind::kAllReduce, kCompute, slots_.amax, kFp32 * tensors, "fp8_amax_reduce",
-             DType::kFloat32);
+  if (slots_.amax >= 0)
+    collective(CollectiveKind::kAllReduce, kCompute, slots_.amax, kFp32 * tensors,
+               "fp8_amax_reduce", DType::kFloat32);
+  mem("fp8_scale_update", tensors * kFp32 * (2 * x_.fp8_amax_history + 2));
 }
 
 // Megatron-Core's checkpointed forward, re-run under autograd: the group's

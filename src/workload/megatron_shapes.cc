@@ -41,6 +41,7 @@ Dims make_dims(const JobSpec& job) {
   x.fp8 = tr.precision == Precision::kFp8;
   if (x.fp8) x.fp8_cast_bytes = tr.fp8_recipe == Fp8Recipe::kTensorwise ? 6 : 4;
   x.fp8_amax_reduction = x.fp8 && tr.fp8_recipe == Fp8Recipe::kDelayed;
+  x.fp8_amax_history = tr.fp8_amax_history_len;
   x.fp8_block_scales =
       x.fp8 && (tr.fp8_recipe == Fp8Recipe::kBlockwise || tr.fp8_recipe == Fp8Recipe::kMxfp8);
   x.hidden_dropout = m.hidden_dropout > 0.0;

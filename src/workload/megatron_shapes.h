@@ -38,6 +38,7 @@ struct Dims {
   // amax history once per model chunk's forward and backward.
   std::int64_t fp8_cast_bytes = 0;  // per element; 0 without FP8
   bool fp8_amax_reduction = false;
+  std::int64_t fp8_amax_history = 0;  // delayed scaling's history length
   DType gemm_dtype;
   // Memory as Megatron-Core and Transformer Engine allocate it.
   bool fp8;                 // TE layers run (and save their inputs) in FP8

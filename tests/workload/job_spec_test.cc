@@ -629,6 +629,12 @@ INSTANTIATE_TEST_SUITE_P(
                   "software.nemo: \"24.08\" is not a NeMo Framework release PrismLLM knows "
                   "(24.05, 24.07, 24.09, 25.02, 25.02.01, 25.09, 25.11, 26.02, 26.04); give "
                   "software.megatron_core and software.transformer_engine instead"},
+        Rejection{"amax history of 0",
+                  [](JobSpec* j) { j->training.fp8_amax_history_len = 0; },
+                  "training.fp8_amax_history_len: must be in [1, 1048576] (got 0)"},
+        Rejection{"amax history too long",
+                  [](JobSpec* j) { j->training.fp8_amax_history_len = (1 << 20) + 1; },
+                  "training.fp8_amax_history_len: must be in [1, 1048576] (got 1048577)"},
         Rejection{"fp8 params without fp8",
                   [](JobSpec* j) {
                     j->training.fp8_param_gather = true;
