@@ -10,7 +10,7 @@
 #   torch_backend/  the C++ sources and headers of the c10d extension and a
 #              minimal CMake project for it; build_torch_backend.sh builds it
 #              there against the host's torch into python/prism_torch/
-#   examples/, data/kernels.csv, scripts/measure_kernels.py, gpu/ (check programs)
+#   examples/, data/kernels.csv, scripts/measure_kernels.py (+ kernel_signatures.py), gpu/ (check programs)
 #   wheels/    pinned wheels (megatron-core), downloaded here with pip
 #   check.sh, MANIFEST (path, bytes, sha256 of every other file)
 #
@@ -96,7 +96,7 @@ cp "$repo/scripts/gpu/build_torch_backend.sh" "$out/"
 cp -r "$repo"/examples/{ddp_gpt,pipeline_gpt,cuda_gpt,megatron_gpt,jobs,validation} "$out/examples/"
 mkdir -p "$out/examples/rank_player" && cp "$repo"/examples/rank_player/* "$out/examples/rank_player/"
 cp "$repo/data/kernels.csv" "$out/data/"
-cp "$repo/scripts/measure_kernels.py" "$out/scripts/"
+cp "$repo/scripts/measure_kernels.py" "$repo/scripts/kernel_signatures.py" "$out/scripts/"
 cp "$repo"/scripts/gpu/{release_latency.py,nccl_footprint.py,capture_figures.py,trace_kernels.py,coordinator_gone.py} "$out/gpu/"
 cp "$repo/scripts/gpu/check.sh" "$out/"
 find "$out" -name __pycache__ -prune -exec rm -rf {} +

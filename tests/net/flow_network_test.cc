@@ -26,6 +26,19 @@ Transfer p2p(const std::array<std::int32_t, 2>& pair, std::int64_t bytes, bool s
   return t;
 }
 
+// A 1 GiB all-reduce over `ranks` (16: two DGX H100 nodes).
+constexpr std::array<std::int32_t, 16> kSixteen{0, 1, 2,  3,  4,  5,  6,  7,
+                                                8, 9, 10, 11, 12, 13, 14, 15};
+Transfer all_reduce_two_nodes(const std::array<std::int32_t, 16>& ranks) {
+  Transfer ar;
+  ar.collective = CollectiveKind::kAllReduce;
+  ar.bytes = Bytes{1 << 30};
+  ar.ranks = ranks;
+  ar.num_nodes = 2;
+  ar.max_ranks_per_node = 8;
+  return ar;
+}
+
 // Runs the model until it is empty; returns each transfer's end, by id.
 std::vector<SimTime> drain(FlowNetwork& net) {
   std::vector<SimTime> ends;
@@ -70,14 +83,7 @@ TEST(FlowNetwork, AloneItTakesTheTunersTime) {
   net.start(t, SimTime{100});
   EXPECT_EQ(drain(net)[0], SimTime{100} + solo);
 
-  std::vector<std::int32_t> ranks(16);
-  for (int i = 0; i < 16; ++i) ranks[i] = i;
-  Transfer ar;
-  ar.collective = CollectiveKind::kAllReduce;
-  ar.bytes = Bytes{1 << 30};
-  ar.ranks = ranks;
-  ar.num_nodes = 2;
-  ar.max_ranks_per_node = 8;
+  const Transfer ar = all_reduce_two_nodes(kSixteen);
   net.start(ar, SimTime{0});
   EXPECT_EQ(drain(net)[1], net.solo_cost(ar).time());
 }
@@ -89,14 +95,7 @@ TEST(FlowNetwork, ATransferHoldsItsChannelsOfSms) {
   FlowNetwork net(h100(2));
   const std::array<std::int32_t, 2> pair{0, 8};
   EXPECT_EQ(net.sms_held(p2p(pair, 1 << 20, false)), 1);
-  std::vector<std::int32_t> ranks(16);
-  for (int i = 0; i < 16; ++i) ranks[i] = i;
-  Transfer ar;
-  ar.collective = CollectiveKind::kAllReduce;
-  ar.bytes = Bytes{1 << 30};
-  ar.ranks = ranks;
-  ar.num_nodes = 2;
-  ar.max_ranks_per_node = 8;
+  const Transfer ar = all_reduce_two_nodes(kSixteen);
   EXPECT_EQ(net.sms_held(ar), net.solo_cost(ar).channels);
   EXPECT_GT(net.sms_held(ar), 1);
 }

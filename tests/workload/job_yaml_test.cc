@@ -168,7 +168,8 @@ TEST(JobYaml, OverrideErrorsNameTheOverride) {
       "recompute_num_layers, attention_backend, "
       "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_size, "
       "grad_reduce_in_fp32, "
-      "fp8_recipe, fp8_param_gather, cross_entropy_loss_fusion, cross_entropy_fusion_impl, "
+      "fp8_recipe, fp8_amax_history_len, fp8_param_gather, cross_entropy_loss_fusion, "
+      "cross_entropy_fusion_impl, "
       "defer_embedding_wgrad_compute, wgrad_deferral_limit, optimizer_impl, enable_cuda_graph, "
       "external_cuda_graph, cuda_graph_scope)");
   EXPECT_EQ(error_of(kBase, {"optimizer.lr=3"}),

@@ -16,15 +16,8 @@ namespace {
 
 using testing::build;
 using testing::cluster;
+using testing::kernel_uses;
 using testing::parse;
-
-// Memory-bound kernels named "cp_*": signature -> count in the role.
-std::map<std::string, std::int64_t> cp_kernels(const BuiltJob& b) {
-  std::map<std::string, std::int64_t> out;
-  for (const KernelUse& k : b.kernels)
-    if (k.signature.rfind("mem cp_", 0) == 0) out[k.signature] = k.count;
-  return out;
-}
 
 // 4 layers, 8 query heads of 128 in 2 groups, sequence 2048 over CP 2 (1024
 // tokens per rank), 2 micro-batches per rank. Per rank and layer, with
@@ -51,7 +44,7 @@ TEST(MegatronContextParallel, RingAttentionCorrectionsAsTransformerEngineRunsThe
       {"mem cp_grad_accumulate bytes=" + std::to_string(2 * 2 * (q + kv)), per_rank},
       {"mem cp_grad_accumulate bytes=" + std::to_string(2 * 3 * (q + kv)), per_rank},
   };
-  EXPECT_EQ(cp_kernels(build(parse(job))), want);
+  EXPECT_EQ(kernel_uses(build(parse(job)), "mem cp_"), want);
 }
 
 // Without context parallelism there is no ring and nothing to merge.
@@ -60,7 +53,7 @@ TEST(MegatronContextParallel, NoCorrectionsWithoutContextParallelism) {
       "model: {num_layers: 2, hidden_size: 1024, num_attention_heads: 8, vocab_size: 5000}\n"
       "training: {seq_length: 2048, micro_batch_size: 1, global_batch_size: 4}\n" +
       cluster(4);
-  EXPECT_TRUE(cp_kernels(build(parse(job))).empty());
+  EXPECT_TRUE(kernel_uses(build(parse(job)), "mem cp_").empty());
 }
 
 }  // namespace

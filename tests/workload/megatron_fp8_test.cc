@@ -15,14 +15,10 @@ namespace {
 
 using testing::build;
 using testing::cluster;
+using testing::kernel_uses;
 using testing::parse;
 
-std::map<std::string, std::int64_t> scale_updates(const BuiltJob& b) {
-  std::map<std::string, std::int64_t> out;
-  for (const KernelUse& k : b.kernels)
-    if (k.signature.rfind("mem fp8_scale_update", 0) == 0) out[k.signature] += k.count;
-  return out;
-}
+const std::string kUpdate = "mem fp8_scale_update";
 
 const std::string kJob =
     "model: {num_layers: 4, hidden_size: 1024, num_attention_heads: 8, vocab_size: 5000}\n"
@@ -41,19 +37,20 @@ TEST(MegatronFp8, ScaleUpdatesRollEachAmaxHistory) {
       {"mem fp8_scale_update bytes=" + std::to_string(2 * 4 * 2 * per_tensor), 2 * 3},
       {"mem fp8_scale_update bytes=" + std::to_string(4 * 2 * per_tensor), 2 * 3},
   };
-  EXPECT_EQ(scale_updates(b), want);  // both roles, 3 micro-batches each
+  EXPECT_EQ(kernel_uses(b, kUpdate), want);  // both roles, 3 micro-batches each
   // Megatron's default history of 1.
   const BuiltJob one = build(parse(kJob + batch + "}\n"));
-  EXPECT_EQ(scale_updates(one).begin()->first,
+  EXPECT_EQ(kernel_uses(one, kUpdate).begin()->first,
             "mem fp8_scale_update bytes=" + std::to_string(4 * 2 * 4 * (2 + 2)));
 }
 
 // Current scaling keeps no history and reduces no amax; bf16 none at all.
 TEST(MegatronFp8, NoScaleUpdatesWithoutDelayedScaling) {
   const std::string batch = "training: {seq_length: 1024, global_batch_size: 6";
-  EXPECT_TRUE(scale_updates(build(parse(kJob + batch + "}\n"))).empty());
+  EXPECT_TRUE(kernel_uses(build(parse(kJob + batch + "}\n")), kUpdate).empty());
   EXPECT_TRUE(
-      scale_updates(build(parse(kJob + batch + ", precision: fp8, fp8_recipe: tensorwise}\n")))
+      kernel_uses(build(parse(kJob + batch + ", precision: fp8, fp8_recipe: tensorwise}\n")),
+                  kUpdate)
           .empty());
 }
 

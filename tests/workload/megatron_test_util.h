@@ -2,6 +2,8 @@
 // graphs built with the H100 kernel model.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -28,6 +30,16 @@ inline BuiltJob build(const JobSpec& job) {
   Result<BuiltJob> b = build_megatron(job, h100());
   EXPECT_TRUE(b.is_ok()) << b.status().message();
   return b.is_ok() ? std::move(b).value() : BuiltJob{};
+}
+
+// Memory-bound kernels of the graph whose signature starts with `prefix`
+// ("mem cp_"): signature -> uses over its roles.
+inline std::map<std::string, std::int64_t> kernel_uses(const BuiltJob& b,
+                                                       const std::string& prefix) {
+  std::map<std::string, std::int64_t> out;
+  for (const KernelUse& k : b.kernels)
+    if (k.signature.rfind(prefix, 0) == 0) out[k.signature] += k.count;
+  return out;
 }
 
 // The cluster section: `gpus` H100s of the dgx-h100 preset.
