@@ -20,6 +20,7 @@
 #include "report/replay_html.h"
 #include "report/summary.h"
 #include "runtime/launcher.h"
+#include "runtime/private_dir.h"
 #include "runtime/slice_capture.h"
 #include "simulation/node_failure.h"
 #include "simulation/simulation.h"
@@ -30,16 +31,6 @@
 
 namespace prism::runtime {
 namespace {
-
-// A directory only this user can open, for the graph and the socket.
-Result<std::string> make_private_dir() {
-  const std::string pattern = (std::filesystem::temp_directory_path() / "prism-XXXXXX").string();
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr)
-    return Status::io_error(fmt::format("cannot make a directory like {}", pattern));
-  return std::string(buf.data());
-}
 
 // The pure replay's iteration time for each of `ranks`, from their timelines.
 std::vector<SimTime> predicted_times(const ReplayResult& r, const std::vector<Rank>& ranks) {
@@ -165,7 +156,9 @@ Status Emulation::prepare() {
     traced_ = std::move(t).value();
   }
   PRISM_RETURN_IF_ERROR(prepare_what_if());
-  PRISM_ASSIGN_OR_RETURN(dir_, make_private_dir());
+  // Only this user can open it (the graph, the socket); stale ones of killed
+  // runs go first (runtime/private_dir.h).
+  PRISM_ASSIGN_OR_RETURN(dir_, make_private_dir(std::filesystem::temp_directory_path().string()));
   env_ = RankEnvironment{
       world, job_.job.cluster.gpus_per_node, "", "", o.master_port, o.timeout_s, make_run_secret()};
   if (o.external_ranks) env_.store_host = wire::parse_address(o.listen).value().host;

@@ -316,8 +316,9 @@ TEST_F(EmulateFaultsTest, StrangersGarbageOnTcpIsDropped) {
 // `prism emulate` killed (SIGKILL: no chance to stop anything) once its
 // rank connected: the rank finds the coordinator gone at its next call and
 // exits by itself, within --timeout; nothing of the run is left running.
-// (The private directory stays: only a process that is not killed can
-// remove it.)
+// Its private directory stays (only a process that is not killed can remove
+// it) until the next run in the same TMPDIR sweeps it: its owner is gone
+// (runtime/private_dir.h).
 TEST_F(EmulateFaultsTest, CoordinatorKilled) {
   const pid_t prism = start({"emulate", kJob, "--real-ranks", "0", "--master-port", "0",
                              "--timeout", "2", "--", kPlayer, "--after-connect",
@@ -338,6 +339,12 @@ TEST_F(EmulateFaultsTest, CoordinatorKilled) {
   const double took = std::chrono::duration<double>(Clock::now() - killed).count();
   EXPECT_THAT(left, IsEmpty());
   EXPECT_LT(took, 2 + 1);  // --timeout, and a second to spare
+  const std::vector<std::string> stale = left_in_tmpdir(tmp_);
+  ASSERT_EQ(stale.size(), 1u);
+  EXPECT_EQ(slurp(stale[0] + "/owner").rfind(std::to_string(prism) + " ", 0), 0u);
+  const RunResult next = emulate("0", {kPlayer});
+  EXPECT_EQ(next.exit_status, 0) << next.err;
+  expect_clean();  // the stale directory swept, the new one removed at the end
 }
 
 // A client of the run's rendezvous store (MASTER_PORT) opening 40
