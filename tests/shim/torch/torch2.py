@@ -98,6 +98,12 @@ except RuntimeError as e:
     print(f"REFUSED: {e}", flush=True)
 
 try:
+    dist.scatter_object_list([None], None, src=1)
+    check(False, "scatter_object_list from another rank accepted")
+except RuntimeError as e:
+    print(f"REFUSED: {e}", flush=True)
+
+try:
     dist.split_group(split_ranks=[[0, 1], [2, 3]])
     check(False, "split_group accepted")
 except RuntimeError as e:

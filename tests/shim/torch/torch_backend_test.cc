@@ -163,6 +163,10 @@ TEST_F(TorchBackendTest, CoalescedCallsAndObjects) {
   EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.recv_object_list on rank 0 "
                                   "from rank 1: the sender sent 2 objects, the receiver's list "
                                   "holds 1"));
+  EXPECT_THAT(r.output,
+              HasSubstr("REFUSED: prism: torch.distributed.scatter_object_list on rank 0 from "
+                        "rank 1 is not supported: on PrismLLM's emulated backend objects from "
+                        "other ranks travel only by send_object_list"));
   EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.split_group on rank 0 is not "
                                   "supported: PrismLLM's emulated backend does not split "
                                   "communicators"));

@@ -216,6 +216,8 @@ def install_distributed(c10d):
                        ("broadcast_object_list", _objects.broadcasting)):
         if hasattr(c10d, name):
             patched[name] = wrap(c10d, getattr(c10d, name))
+    if hasattr(c10d, "scatter_object_list"):
+        patched["scatter_object_list"] = _objects.scattering(c10d, c10d.scatter_object_list)
     for name in ("ProcessGroupGloo", "ProcessGroupNCCL", "ProcessGroupMPI", "ProcessGroupUCC"):
         real = getattr(c10d, name, None)
         if isinstance(real, type):

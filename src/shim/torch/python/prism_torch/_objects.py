@@ -201,3 +201,34 @@ def broadcasting(c10d, broadcast_object_list):
         _fill(c10d, object_list, sizes_tensor, object_tensor, sizes, data, group)
 
     return wrapper
+
+
+def scattering(c10d, scatter_object_list):
+    """scatter_object_list away from its source: the backend's scatter leaves
+    a non-root's output as it was (docs/torch-backend.md), so torch would
+    unpickle an uninitialised buffer; one RuntimeError naming the call and
+    the ranks instead, before any op is entered. At the source, torch's call.
+    (all_gather_object and gather_object need no such guard: the backend's
+    all-gather and gather fill every slot with this rank's own object.)"""
+    signature = inspect.signature(scatter_object_list)
+
+    @functools.wraps(scatter_object_list)
+    def wrapper(*args, **kwargs):
+        a = signature.bind(*args, **kwargs).arguments
+        group = a.get("group") or c10d._get_default_group()
+        if c10d._rank_not_in_group(group):
+            return scatter_object_list(*args, **kwargs)
+        src, group_src = a.get("src"), a.get("group_src")
+        if src is None and group_src is None:
+            src = 0
+        src = _global_peer(c10d, group, src, group_src)
+        me = c10d.get_rank()
+        if src == me:
+            return scatter_object_list(*args, **kwargs)
+        raise RuntimeError(
+            f"prism: torch.distributed.scatter_object_list on rank {me} from rank {src} is not "
+            "supported: on PrismLLM's emulated backend objects from other ranks travel only by "
+            "send_object_list / recv_object_list and broadcast_object_list (answered for virtual "
+            "ranks from the capture); broadcast the list instead and take this rank's item")
+
+    return wrapper
