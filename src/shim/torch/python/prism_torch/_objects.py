@@ -108,6 +108,19 @@ def _global_peer(c10d, group, peer, group_peer):
     return c10d.get_global_rank(group, group_peer)
 
 
+def _group_and_source(c10d, a):
+    """A rooted object call's group and its source's global rank (src, or
+    group_src, or the group's first rank, as torch defaults it), from its
+    bound arguments `a`; (None, None) when this rank is not in the group."""
+    group = a.get("group") or c10d._get_default_group()
+    if c10d._rank_not_in_group(group):
+        return None, None
+    src, group_src = a.get("src"), a.get("group_src")
+    if src is None and group_src is None:
+        src = 0
+    return group, _global_peer(c10d, group, src, group_src)
+
+
 def sending(c10d, send_object_list):
     """send_object_list that publishes the objects, then sends as torch does."""
     signature = inspect.signature(send_object_list)
@@ -176,13 +189,9 @@ def broadcasting(c10d, broadcast_object_list):
     @functools.wraps(broadcast_object_list)
     def wrapper(*args, **kwargs):
         a = signature.bind(*args, **kwargs).arguments
-        group = a.get("group") or c10d._get_default_group()
-        if c10d._rank_not_in_group(group):
+        group, src = _group_and_source(c10d, a)
+        if group is None:
             return broadcast_object_list(*args, **kwargs)
-        src, group_src = a.get("src"), a.get("group_src")
-        if src is None and group_src is None:
-            src = 0
-        src = _global_peer(c10d, group, src, group_src)
         me = c10d.get_rank()
         object_list = a["object_list"]
         channel = f"{src}/group/{_ranks_text(c10d.get_process_group_ranks(group))}"
@@ -215,13 +224,9 @@ def scattering(c10d, scatter_object_list):
     @functools.wraps(scatter_object_list)
     def wrapper(*args, **kwargs):
         a = signature.bind(*args, **kwargs).arguments
-        group = a.get("group") or c10d._get_default_group()
-        if c10d._rank_not_in_group(group):
+        group, src = _group_and_source(c10d, a)
+        if group is None:
             return scatter_object_list(*args, **kwargs)
-        src, group_src = a.get("src"), a.get("group_src")
-        if src is None and group_src is None:
-            src = 0
-        src = _global_peer(c10d, group, src, group_src)
         me = c10d.get_rank()
         if src == me:
             return scatter_object_list(*args, **kwargs)
