@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "util/check.h"
+#include "util/vocab.h"
 
 namespace prism {
 namespace {
@@ -12,10 +13,6 @@ namespace {
 constexpr double kAttentionFwdFlopsPerElement = 4.0;
 constexpr double kAttentionBwdOverFwd = 2.5;
 constexpr double kFp32Bytes = 4.0;
-
-bool is_fp8(DType d) {
-  return d == DType::kFloat8E4M3 || d == DType::kFloat8E5M2;
-}
 
 // The type a GEMM writes: bf16 for FP8 inputs (Transformer Engine's FP8
 // GEMMs), else the input type.

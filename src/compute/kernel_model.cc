@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "util/check.h"
+#include "util/vocab.h"
 
 namespace prism {
 namespace {
@@ -32,10 +33,6 @@ constexpr double kCausalExtraKeys = 64;
 // FlashAttention's flop accounting (compute/kernel.h).
 constexpr double kAttentionFlopsPerKeyDim = 4;
 constexpr double kAttentionBwdOverFwd = 2.5;
-
-bool is_fp8(DType d) {
-  return d == DType::kFloat8E4M3 || d == DType::kFloat8E5M2;
-}
 
 // Peak and efficiency cap of a GEMM/attention input type. Without FP8 tensor
 // cores an FP8 kernel runs at the bf16 rate (as if cast); fp32 runs as TF32,

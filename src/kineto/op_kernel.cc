@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "util/vocab.h"
+
 namespace prism::kineto {
 namespace {
 
@@ -67,10 +69,6 @@ std::optional<DType> dtype_of(std::string_view t) {
   if (t == "c10::Float8_e4m3fn" || t == "c10::Float8_e4m3fnuz") return DType::kFloat8E4M3;
   if (t == "c10::Float8_e5m2" || t == "c10::Float8_e5m2fnuz") return DType::kFloat8E5M2;
   return std::nullopt;
-}
-
-bool is_fp8(DType d) {
-  return d == DType::kFloat8E4M3 || d == DType::kFloat8E5M2;
 }
 
 OpKernel no(std::string why) {

@@ -309,8 +309,10 @@ void Engine::finish_transfer(TransferId id) {
     return;
   }
   CollectiveRendezvous& c = comms_[rec.comm];
-  for (const Arrival& a : c.arrivals(rec.seq)) sranks_[a.srank].nccl_sms -= rec.sms;
-  for (const Arrival& a : c.arrivals(rec.seq)) complete(a, rec.start);
+  for (const Arrival& a : c.arrivals(rec.seq)) {
+    sranks_[a.srank].nccl_sms -= rec.sms;
+    complete(a, rec.start);
+  }
   c.release(rec.seq);
 }
 

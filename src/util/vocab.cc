@@ -44,6 +44,10 @@ std::optional<DType> parse_dtype(std::string_view s) {
   return internal::parse_enum(s, kDTypes);
 }
 
+bool is_fp8(DType d) {
+  return d == DType::kFloat8E4M3 || d == DType::kFloat8E5M2;
+}
+
 int dtype_size(DType d) {
   switch (d) {
     case DType::kFloat64:

@@ -37,5 +37,7 @@ std::string_view to_string(DType k);
 std::optional<CollectiveKind> parse_collective_kind(std::string_view s);
 std::optional<DType> parse_dtype(std::string_view s);
 int dtype_size(DType d);
+// The two 8-bit float types (e4m3, e5m2).
+bool is_fp8(DType d);
 
 }  // namespace prism
