@@ -14,7 +14,9 @@ it is not, and torch infers them at the first step, each stage but the
 first receiving its input's meta tensors from the previous one with
 recv_object_list. With --config-from-rank0, rank 0 decides the run's
 settings (learning rate, data seed) and broadcasts them to every rank with
-broadcast_object_list.
+broadcast_object_list. With --gather-stages, after the last step every
+rank all_gather_object's the stages it holds, and prints how many ranks
+hold each.
 
 Each step the schedule runs --microbatches microbatches through the
 pipeline (its sends and receives are batch_isend_irecv's isend and irecv);
@@ -23,8 +25,9 @@ bucket, averaged) and takes an AdamW step.
 
 In the CI, tests/cli/emulate_program_test.cc runs it as one real rank of the
 64-rank job examples/jobs/torch-pipelining-64.yaml (pp 2 x dp 32), both
-schedules, and 1F1B with --infer-shapes --config-from-rank0, where the
-objects from virtual ranks are what the capture recorded for their roles;
+schedules, and 1F1B with --infer-shapes --config-from-rank0
+--gather-stages, where the objects from virtual ranks are what the capture
+recorded for their roles;
 docs/torch-backend.md ("Programs", "Objects") gives the figures.
 """
 
@@ -104,6 +107,8 @@ def main():
                    help="no input_args/output_args: torch infers the shapes at the first step")
     p.add_argument("--config-from-rank0", action="store_true",
                    help="rank 0 broadcasts the run's settings to every rank")
+    p.add_argument("--gather-stages", action="store_true",
+                   help="at the end, all_gather_object every rank's stages and count them")
     args = p.parse_args()
 
     dist.init_process_group("gloo")
@@ -185,6 +190,15 @@ def main():
             loss = f", loss {sum(l.item() for l in losses) / len(losses):.4f}" if losses else ""
             print(f"torch_pipelining: rank {rank} stages {[s.stage_index for s in stages]} "
                   f"step {step}: {took:.2f} ms{loss}", flush=True)
+    if args.gather_stages:
+        held = [None] * world
+        dist.all_gather_object(held, tuple(s.stage_index for s in stages))
+        counts = {}
+        for h in held:
+            counts[h] = counts.get(h, 0) + 1
+        if world <= 8 or os.environ.get("PRISM_COORDINATOR"):
+            print(f"torch_pipelining: rank {rank} gathered the stages of {world} ranks: "
+                  f"{dict(sorted(counts.items()))}", flush=True)
     dist.destroy_process_group()
 
 

@@ -1,6 +1,7 @@
 #include "runtime/object_payloads.h"
 
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -9,6 +10,18 @@
 namespace prism::runtime {
 
 namespace {
+
+// What a capture that lacks `k` did not record: "2nd send_object_list from
+// rank 0 to rank 32", "2nd all_gather_object over ranks 0:1:8 with rank 0's
+// object".
+std::string recorded_call(const ObjectKey& k) {
+  const std::string d = describe_object_key(k);
+  if (!is_gather(k.call)) return d.substr(std::string_view("the ").size());
+  // "rank 0's object in its 2nd all_gather_object over ranks 0:1:8"
+  const std::size_t its = d.find(" in its ");
+  return fmt::format("{} with {}", d.substr(its + std::string_view(" in its ").size()),
+                     d.substr(0, its));
+}
 
 ObjectAnswer failed(std::string why) {
   ObjectAnswer a;
@@ -54,16 +67,24 @@ ObjectAnswer ObjectPayloads::answer(const std::string& key, const ObjectRoles& r
   const std::optional<ObjectKey> k = parse_object_key(key);
   if (!k) return failed(fmt::format("'{}' is not an object key of PrismLLM's", key));
   const std::string asked = describe_object_key(*k);
+  // A gathered object that cannot be known yet: the gatherer keeps its own
+  // in that slot (as the emulated all-gather does with tensors) and says so.
+  // Any other object: an error.
+  const auto not_known = [&](std::string why) {
+    ObjectAnswer a = failed(std::move(why));
+    if (is_gather(k->call)) a.state = ObjectAnswer::State::kUnknown;
+    return a;
+  };
   if (!roles.unknown.empty())
-    return failed(fmt::format("{}: rank {} is virtual and its object is not known: {}", asked,
-                              k->src, roles.unknown));
+    return not_known(fmt::format("{}: rank {} is virtual and its object is not known: {}", asked,
+                                 k->src, roles.unknown));
   if (k->src < 0 || static_cast<std::size_t>(k->src) >= roles.role_of_rank.size())
     return failed(fmt::format("{}: rank {} is not a rank of the job", asked, k->src));
   const auto role = static_cast<std::size_t>(roles.role_of_rank[static_cast<std::size_t>(k->src)]);
   const Rank rep = roles.captured[role];
   const std::string& name = roles.names[role];
   if (rep == kNone)
-    return failed(fmt::format(
+    return not_known(fmt::format(
         "{}: rank {} is virtual and its role {} was not captured, so the object is not known: "
         "make rank {} real (--real-ranks) so that it sends its own objects",
         asked, k->src, name, k->src));
@@ -85,7 +106,7 @@ ObjectAnswer ObjectPayloads::answer(const std::string& key, const ObjectRoles& r
                 "role {}, sent",
                 asked, k->src, rep, name);
   if (!finished_.contains(rep))
-    return failed(fmt::format(
+    return not_known(fmt::format(
         "{}, but the capture of rank {} runs after this one, so {} is not known yet: capture "
         "the roles side by side (--capture-jobs 2 or more), so that the receiver gets each "
         "object as the sender's capture sends it",
@@ -95,7 +116,7 @@ ObjectAnswer ObjectPayloads::answer(const std::string& key, const ObjectRoles& r
       "call there (the ranks of a role diverged, or the receiver asks for more objects than "
       "the sender sent). Make every rank of a role send the same objects in the same order, or "
       "make rank {} real (--real-ranks) so that it sends its own",
-      sends, rep, name, describe_object_key(moved).substr(4), k->src));
+      sends, rep, name, recorded_call(moved), k->src));
 }
 
 }  // namespace prism::runtime

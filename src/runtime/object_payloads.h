@@ -1,5 +1,6 @@
 // ObjectPayloads: the objects that captured ranks sent with torch's
-// send_object_list and broadcast_object_list (slicing/object_keys.h), and
+// send_object_list, broadcast_object_list, all_gather_object and
+// gather_object (slicing/object_keys.h), and
 // the answers for the objects a virtual rank sends: what its role's
 // captured rank sent, moved to its place in the grid (docs/torch-backend.md,
 // "Objects").

@@ -45,7 +45,10 @@ namespace prism::runtime {
 // What the store answers for an object a virtual rank sends
 // (StoreOptions::object_answer).
 struct ObjectAnswer {
-  enum class State { kReady, kPending, kFailed };
+  // kUnknown: a gathered object (all_gather_object, gather_object) that
+  // cannot be known yet; the reader gets "PRISMUNK" and `error`, puts its own
+  // object in that slot and says so, and the run goes on.
+  enum class State { kReady, kPending, kFailed, kUnknown };
   State state = State::kPending;
   std::vector<std::uint8_t> bytes;  // kReady: the key's value
   std::string error;                // kFailed: why; the reader gets "PRISMERR" and this

@@ -157,6 +157,8 @@ void StoreState::settle_absent(const std::string& key, const KeyInfo& info,
 // asked again every kObjectRetry while pending. A failure is the key's
 // value, so that the reader raises it at once, naming its call and rank,
 // and an error of the store, which ends the run whatever the reader does.
+// A gathered object not known yet is the key's value only: the reader
+// keeps its own object in that slot.
 void StoreState::settle_object(const std::string& key, const KeyInfo& info, StoreEffects& out) {
   if (real_.contains(info.rank) || !options_.object_answer) return;
   ObjectAnswer a = options_.object_answer(info.object_key);
@@ -172,10 +174,10 @@ void StoreState::settle_object(const std::string& key, const KeyInfo& info, Stor
                     a.state == ObjectAnswer::State::kReady ? fmt::format("{} bytes", a.bytes.size())
                                                            : a.error));
   }
-  if (a.state == ObjectAnswer::State::kFailed) {
-    out.errors.push_back(a.error);
-    constexpr std::string_view kTag = "PRISMERR";
-    a.bytes.assign(kTag.begin(), kTag.end());
+  if (a.state == ObjectAnswer::State::kFailed || a.state == ObjectAnswer::State::kUnknown) {
+    if (a.state == ObjectAnswer::State::kFailed) out.errors.push_back(a.error);
+    const std::string_view tag = a.state == ObjectAnswer::State::kFailed ? "PRISMERR" : "PRISMUNK";
+    a.bytes.assign(tag.begin(), tag.end());
     a.bytes.insert(a.bytes.end(), a.error.begin(), a.error.end());
   }
   put(key, std::move(a.bytes), out);

@@ -74,8 +74,8 @@ Result<std::vector<CapturedObject>> read(const nlohmann::json& doc, const std::s
     const std::string key = o["key"].get<std::string>();
     if (!parse_object_key(key))
       return fail(
-          fmt::format("\"{}\" is not an object key (prism/object/<src>/to/<dst>/<n> or "
-                      "prism/object/<src>/group/<ranks>/<n>)",
+          fmt::format("\"{}\" is not an object key (prism/object/<src>/to/<dst>/<n>, or "
+                      "prism/object/<src>/group|all_gather|gather/<ranks>/<n>)",
                       key));
     if (!o.contains("base64") || !o["base64"].is_string()) return fail("no \"base64\" string");
     auto bytes = from_base64(o["base64"].get<std::string>());

@@ -82,6 +82,10 @@ std::string ordinal(std::int64_t n) {
 
 }  // namespace
 
+bool is_gather(ObjectCall c) {
+  return c == ObjectCall::kAllGather || c == ObjectCall::kGather;
+}
+
 std::optional<ObjectKey> parse_object_key(std::string_view key) {
   if (!key.starts_with(kPrefix)) return std::nullopt;
   const auto parts = split(key.substr(kPrefix.size()), '/');
@@ -98,7 +102,15 @@ std::optional<ObjectKey> parse_object_key(std::string_view key) {
     k.dst = *dst;
     return k;
   }
-  if (parts[1] != "group") return std::nullopt;
+  if (parts[1] == "group") {
+    k.call = ObjectCall::kBroadcast;
+  } else if (parts[1] == "all_gather") {
+    k.call = ObjectCall::kAllGather;
+  } else if (parts[1] == "gather") {
+    k.call = ObjectCall::kGather;
+  } else {
+    return std::nullopt;
+  }
   auto group = parse_ranks(parts[2]);
   if (!group) return std::nullopt;
   k.group = std::move(*group);
@@ -106,14 +118,23 @@ std::optional<ObjectKey> parse_object_key(std::string_view key) {
 }
 
 std::string format_object_key(const ObjectKey& k) {
-  if (k.dst != kNone) return fmt::format("{}{}/to/{}/{}", kPrefix, k.src, k.dst, k.n);
-  return fmt::format("{}{}/group/{}/{}", kPrefix, k.src, format_ranks(k.group), k.n);
+  switch (k.call) {
+    case ObjectCall::kSend:
+      return fmt::format("{}{}/to/{}/{}", kPrefix, k.src, k.dst, k.n);
+    case ObjectCall::kBroadcast:
+      return fmt::format("{}{}/group/{}/{}", kPrefix, k.src, format_ranks(k.group), k.n);
+    case ObjectCall::kAllGather:
+      return fmt::format("{}{}/all_gather/{}/{}", kPrefix, k.src, format_ranks(k.group), k.n);
+    case ObjectCall::kGather:
+      return fmt::format("{}{}/gather/{}/{}", kPrefix, k.src, format_ranks(k.group), k.n);
+  }
+  return {};
 }
 
 ObjectKey move_object_key(const Layout& l, const ObjectKey& k, Rank to) {
   ObjectKey moved = k;
   moved.src = to;
-  if (k.dst != kNone) {
+  if (k.call == ObjectCall::kSend) {
     moved.dst = slices_internal::move(l, k.dst, k.src, to);
   } else {
     moved.group = slices_internal::move_group(l, k.group, k.src, to);
@@ -122,11 +143,20 @@ ObjectKey move_object_key(const Layout& l, const ObjectKey& k, Rank to) {
 }
 
 std::string describe_object_key(const ObjectKey& k) {
-  if (k.dst != kNone)
-    return fmt::format("the {} send_object_list from rank {} to rank {}", ordinal(k.n), k.src,
-                       k.dst);
-  return fmt::format("the {} broadcast_object_list from rank {} over ranks {}", ordinal(k.n), k.src,
-                     format_ranks(k.group));
+  switch (k.call) {
+    case ObjectCall::kSend:
+      return fmt::format("the {} send_object_list from rank {} to rank {}", ordinal(k.n), k.src,
+                         k.dst);
+    case ObjectCall::kBroadcast:
+      return fmt::format("the {} broadcast_object_list from rank {} over ranks {}", ordinal(k.n),
+                         k.src, format_ranks(k.group));
+    case ObjectCall::kAllGather:
+    case ObjectCall::kGather:
+      return fmt::format("rank {}'s object in its {} {} over ranks {}", k.src, ordinal(k.n),
+                         k.call == ObjectCall::kGather ? "gather_object" : "all_gather_object",
+                         format_ranks(k.group));
+  }
+  return {};
 }
 
 }  // namespace prism

@@ -239,22 +239,25 @@ TEST_F(EmulateProgramTest, TorchPipeliningInterleavedOneFOneBRunsAsOneRealRankOf
 // with shape inference at run time (no input_args/output_args) and a config
 // broadcast from rank 0, as rank 33. Stage 1 receives its input's meta
 // tensors from rank 1 and the config from rank 0, both virtual: answered
-// with what rank 0's capture sent (to rank 32, and over the world). The
-// same graph from --graph holds no objects: one clear error, no hang.
+// with what rank 0's capture sent (to rank 32, and over the world); at the
+// end every rank all_gather_object's its stages. The same graph from
+// --graph holds no objects: one clear error, no hang.
 TEST_F(EmulateProgramTest, TorchPipeliningInfersShapesFromObjectsOfVirtualRanks) {
   nlohmann::json graph;
   std::string output;
   const std::vector<std::string> program = {"examples/torch_pipelining/train.py", "--steps=3",
-                                            "--infer-shapes", "--config-from-rank0"};
+                                            "--infer-shapes", "--config-from-rank0",
+                                            "--gather-stages"};
   const auto rank =
       emulate_program(tmp_, "examples/jobs/torch-pipelining-64.yaml", 33, program, &graph,
                       {"--capture-jobs", "2", "--slices", "{tmp}/slices"}, &output);
   ASSERT_FALSE(rank.is_null());
   // Rank 0's capture file holds what it sent: the config, then its output's shapes.
   const auto slice = nlohmann::json::parse(slurp(tmp_ + "/slices/slice-rank0.json"));
-  ASSERT_EQ(slice["objects"].size(), 2u) << slice.dump();
-  EXPECT_EQ(slice["objects"][0]["key"], "prism/object/0/group/0:1:64/0");
-  EXPECT_EQ(slice["objects"][1]["key"], "prism/object/0/to/32/0");
+  ASSERT_EQ(slice["objects"].size(), 3u) << slice.dump();
+  EXPECT_EQ(slice["objects"][0]["key"], "prism/object/0/all_gather/0:1:64/0");
+  EXPECT_EQ(slice["objects"][1]["key"], "prism/object/0/group/0:1:64/0");
+  EXPECT_EQ(slice["objects"][2]["key"], "prism/object/0/to/32/0");
   // Captured (side by side with rank 0), then emulated: rank 0's config each time.
   const std::string got =
       "[rank33]: torch_pipelining: rank 33 got rank 0's config "
@@ -262,6 +265,14 @@ TEST_F(EmulateProgramTest, TorchPipeliningInfersShapesFromObjectsOfVirtualRanks)
   const std::size_t first = output.find(got);
   ASSERT_NE(first, std::string::npos) << output;
   EXPECT_NE(output.find(got, first + 1), std::string::npos) << output;
+  // The stages every rank holds, gathered: 32 ranks' from rank 0's capture,
+  // 32 from rank 33's own (the capture's and the emulation's), not rank
+  // 33's in every slot.
+  const std::string gathered =
+      "[rank33]: torch_pipelining: rank 33 gathered the stages of 64 ranks: {(0,): 32, (1,): 32}";
+  const std::size_t g = output.find(gathered);
+  ASSERT_NE(g, std::string::npos) << output;
+  EXPECT_NE(output.find(gathered, g + 1), std::string::npos) << output;
   ASSERT_EQ(graph["roles"].size(), 2u);
   // expect_pipeline's 1F1B counts, and the objects' ops: the config's two
   // broadcasts (sizes, bytes) on both stages, the meta tensors' send and
@@ -275,6 +286,8 @@ TEST_F(EmulateProgramTest, TorchPipeliningInfersShapesFromObjectsOfVirtualRanks)
   EXPECT_EQ(stage1.at("send"), 13);
   EXPECT_EQ(stage1.at("recv"), 13 + 2);
   EXPECT_EQ(stage1.at("all_reduce"), 3);
+  EXPECT_EQ(stage0.at("all_gather"), 2);  // all_gather_object: the sizes, the pickles
+  EXPECT_EQ(stage1.at("all_gather"), 2);
 
   std::vector<std::string> again = {"emulate",
                                     "examples/jobs/torch-pipelining-64.yaml",

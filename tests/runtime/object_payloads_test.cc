@@ -110,5 +110,47 @@ TEST(ObjectPayloads, NoCaptureNoObject) {
   EXPECT_THAT(c.error, HasSubstr("rank 70 is not a rank of the job"));
 }
 
+// all_gather_object and gather_object: each rank's object is its role's
+// captured rank's own; one that cannot be known yet (its role captured
+// later, no capture, a graph without objects) is kUnknown, for the gatherer
+// to keep its own in that slot; one the finished capture lacks is an error.
+TEST(ObjectPayloads, GatheredObjectsNotKnownYetAreUnknownNotFailed) {
+  ObjectRoles roles = pipeline_roles();
+  ObjectPayloads p;
+  p.started(0);
+  p.record("prism/object/0/all_gather/0:1:64/0", bytes("stage0"));
+  p.finished(0);
+  const ObjectAnswer a = p.answer("prism/object/5/all_gather/0:1:64/0", roles);
+  ASSERT_EQ(a.state, State::kReady) << a.error;
+  EXPECT_EQ(a.bytes, bytes("stage0"));
+  const ObjectAnswer later = p.answer("prism/object/40/all_gather/0:1:64/0", roles);
+  ASSERT_EQ(later.state, State::kUnknown);
+  EXPECT_EQ(later.error,
+            "rank 40's object in its 1st all_gather_object over ranks 0:1:64: rank 40 is virtual "
+            "and sends what rank 33, the captured rank of its role stage1, sent, but the capture "
+            "of rank 33 runs after this one, so rank 33's object in its 1st all_gather_object "
+            "over ranks 0:1:64 is not known yet: capture the roles side by side (--capture-jobs "
+            "2 or more), so that the receiver gets each object as the sender's capture sends it");
+  p.started(33);
+  p.record("prism/object/33/all_gather/0:1:64/0", bytes("stage1"));
+  p.finished(33);
+  const ObjectAnswer b = p.answer("prism/object/40/all_gather/0:1:64/0", roles);
+  ASSERT_EQ(b.state, State::kReady) << b.error;
+  EXPECT_EQ(b.bytes, bytes("stage1"));
+  const ObjectAnswer missing = p.answer("prism/object/5/gather/0:1:64/0", roles);
+  ASSERT_EQ(missing.state, State::kFailed);
+  EXPECT_THAT(missing.error,
+              HasSubstr("and the capture of rank 0 (role stage0) recorded no 1st gather_object "
+                        "over ranks 0:1:64 with rank 0's object: the program did not make that "
+                        "call there"));
+  roles.captured[1] = kNone;
+  const ObjectAnswer none = p.answer("prism/object/40/all_gather/0:1:64/0", roles);
+  ASSERT_EQ(none.state, State::kUnknown);
+  EXPECT_THAT(none.error, HasSubstr("its role stage1 was not captured"));
+  roles.unknown = "the graph comes from --graph g.json, which holds no objects";
+  EXPECT_EQ(p.answer("prism/object/5/all_gather/0:1:64/0", roles).state, State::kUnknown);
+  EXPECT_EQ(p.answer("prism/object/5/to/37/0", roles).state, State::kFailed);
+}
+
 }  // namespace
 }  // namespace prism::runtime

@@ -247,8 +247,9 @@ TEST(RendezvousStoreVirtual, GlooGroupsOfRealRanksWork) {
 }
 
 // prism_torch's objects (docs/torch-backend.md, "Objects"): a virtual
-// sender's come from object_answer (ready, failed, or pending and asked
-// again; a failure is also the store's error); a real sender's are its own
+// sender's come from object_answer (ready, failed, unknown, or pending and
+// asked again; a failure is also the store's error, an unknown gathered
+// object is not); a real sender's are its own
 // SETs, seen by on_object and never answered for.
 TEST(RendezvousStoreVirtual, ObjectsOfVirtualSendersAreAnsweredRealOnesFlow) {
   StoreOptions o = store_testing::world(64, {0, 33});
@@ -265,6 +266,9 @@ TEST(RendezvousStoreVirtual, ObjectsOfVirtualSendersAreAnsweredRealOnesFlow) {
     } else if (key == "prism/object/1/to/33/1") {
       a.state = ObjectAnswer::State::kFailed;
       a.error = "the capture of rank 0 recorded none";
+    } else if (key == "prism/object/40/all_gather/0:1:64/0") {
+      a.state = ObjectAnswer::State::kUnknown;
+      a.error = "rank 33's capture runs later";
     } else if (asked->second.count(key) >= 3) {  // pending twice, then there
       a.state = ObjectAnswer::State::kReady;
       a.bytes = bytes_of("late");
@@ -286,6 +290,9 @@ TEST(RendezvousStoreVirtual, ObjectsOfVirtualSendersAreAnsweredRealOnesFlow) {
   EXPECT_EQ(string_of(*rank33.get(prefix + "prism/object/1/to/33/1")),
             "PRISMERRthe capture of rank 0 recorded none");
   EXPECT_EQ(string_of(*rank33.get(prefix + "prism/object/1/group/0:1:64/0")), "late");
+  // A gathered object not known yet: the value says so; no error of the run.
+  EXPECT_EQ(string_of(*rank33.get(prefix + "prism/object/40/all_gather/0:1:64/0")),
+            "PRISMUNKrank 33's capture runs later");
 
   rank0.set(prefix + "prism/object/0/to/32/0", "sent");  // a real sender
   EXPECT_EQ(string_of(*rank33.get(prefix + "prism/object/0/to/32/0")), "sent");

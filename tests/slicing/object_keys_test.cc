@@ -15,7 +15,8 @@ Layout pp2_dp32() {
 TEST(ObjectKeys, ReadBackAsWritten) {
   for (const char* text :
        {"prism/object/1/to/33/0", "prism/object/0/group/0:1:64/2", "prism/object/3/group/3:8:4/0",
-        "prism/object/5/group/5:1:1/7", "prism/object/2/group/0,5,2/1"}) {
+        "prism/object/5/group/5:1:1/7", "prism/object/2/group/0,5,2/1",
+        "prism/object/4/all_gather/0:1:8/3", "prism/object/4/gather/4,0/0"}) {
     const std::optional<ObjectKey> k = parse_object_key(text);
     ASSERT_TRUE(k.has_value()) << text;
     EXPECT_EQ(format_object_key(*k), text);
@@ -27,6 +28,14 @@ TEST(ObjectKeys, ReadBackAsWritten) {
   EXPECT_EQ(describe_object_key(*parse_object_key("prism/object/1/to/33/1")),
             "the 2nd send_object_list from rank 1 to rank 33");
   EXPECT_EQ(describe_object_key(k), "the 1st broadcast_object_list from rank 3 over ranks 3:8:4");
+  const ObjectKey g = *parse_object_key("prism/object/4/all_gather/0:1:8/3");
+  EXPECT_EQ(g.call, ObjectCall::kAllGather);
+  EXPECT_TRUE(is_gather(g.call));
+  EXPECT_FALSE(is_gather(k.call));
+  EXPECT_EQ(describe_object_key(g),
+            "rank 4's object in its 4th all_gather_object over ranks 0:1:8");
+  EXPECT_EQ(describe_object_key(*parse_object_key("prism/object/4/gather/4,0/0")),
+            "rank 4's object in its 1st gather_object over ranks 4,0");
 }
 
 TEST(ObjectKeys, OtherTextIsNotAKey) {
@@ -34,6 +43,7 @@ TEST(ObjectKeys, OtherTextIsNotAKey) {
        {"prism/group/1", "prism/object/1/to/33", "prism/object/x/to/33/0", "prism/object/1/at/3/0",
         "prism/object/1/to/-3/0", "prism/object/1/group/0:1/0", "prism/object/1/group/0:1:0/0",
         "prism/object/1/group/0,,2/0", "prism/object/1/to/33/0/extra",
+        "prism/object/1/allgather/0:1:4/0", "prism/object/1/gather//0",
         "prism/object/99999999999/to/1/0"}) {
     EXPECT_FALSE(parse_object_key(text).has_value()) << text;
   }
@@ -59,6 +69,15 @@ TEST(ObjectKeys, MoveToTheCapturedRankOfTheSendersRole) {
   EXPECT_EQ(format_object_key(
                 move_object_key(l, *parse_object_key("prism/object/40/group/8:32:2/0"), 33)),
             "prism/object/33/group/1:32:2/0");
+  // Rank 40's object in an all_gather_object over stage 1's dp group is
+  // what rank 33 gathered as its own over the same group; over the world,
+  // likewise.
+  EXPECT_EQ(format_object_key(
+                move_object_key(l, *parse_object_key("prism/object/40/all_gather/32:1:32/2"), 33)),
+            "prism/object/33/all_gather/32:1:32/2");
+  EXPECT_EQ(
+      format_object_key(move_object_key(l, *parse_object_key("prism/object/5/gather/0:1:64/0"), 0)),
+      "prism/object/0/gather/0:1:64/0");
 }
 
 }  // namespace

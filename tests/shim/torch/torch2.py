@@ -103,6 +103,37 @@ try:
 except RuntimeError as e:
     print(f"REFUSED: {e}", flush=True)
 
+# all_gather_object and gather_object: this rank SETs its object, the
+# others' are the store's values (here the test's, as PrismLLM's store
+# answers for virtual ranks); one not known yet ("PRISMUNK") leaves this
+# rank's own in its slot, with one warning; a failure is raised.
+def encoded(objects):
+    return _objects._encode(dist.distributed_c10d, objects)
+
+
+store.set("prism/object/1/all_gather/0:1:4/0", encoded(["one"]))
+store.set("prism/object/2/all_gather/0:1:4/0", b"PRISMUNK" + b"rank 2's role is captured later")
+store.set("prism/object/3/all_gather/0:1:4/0", encoded([{"r": 3, "pad": "x" * 100}]))
+got = [None] * W
+dist.all_gather_object(got, "zero")
+check(got == ["zero", "one", "zero", {"r": 3, "pad": "x" * 100}], f"all_gather_object {got}")
+check(_objects._decode(store.get("prism/object/0/all_gather/0:1:4/0"), "own")[0] != [],
+      "all_gather_object's own object SET")
+for r in range(1, W):
+    store.set(f"prism/object/{r}/gather/0:1:4/0", encoded([r * 10]))
+got = [None] * W
+dist.gather_object(0.5, got, dst=0)
+check(got == [0.5, 10, 20, 30], f"gather_object at the destination {got}")
+dist.gather_object("to one", None, dst=1)  # torch's own call, after the SET
+sizes, data = _objects._decode(store.get("prism/object/0/gather/0:1:4/1"), "gather to 1")
+check(len(sizes) == 1 and b"to one" in data, f"gather_object away from the destination {data}")
+store.set("prism/object/1/all_gather/0:1:4/1", b"PRISMERR" + b"the capture recorded none")
+try:
+    dist.all_gather_object([None] * W, "again")
+    check(False, "a failed gathered object accepted")
+except RuntimeError as e:
+    print(f"REFUSED: {e}", flush=True)
+
 try:
     dist.split_group(split_ranks=[[0, 1], [2, 3]])
     check(False, "split_group accepted")

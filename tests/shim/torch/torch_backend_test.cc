@@ -149,8 +149,8 @@ TEST_F(TorchBackendTest, EveryCollectiveReachesTheCoordinator) {
 // _coalescing_manager call (allgather_into_tensor_coalesced,
 // reduce_scatter_tensor_coalesced): one op per pair, several in one group as
 // ProcessGroupNCCL issues them; batch_isend_irecv coalesced into one group;
-// objects sent and received through the store, beside the ops torch issues
-// for them (the sizes, then the pickled bytes).
+// objects sent, received and gathered through the store, beside the ops
+// torch issues for them (the sizes, then the pickled bytes).
 TEST_F(TorchBackendTest, CoalescedCallsAndObjects) {
   FakeCoordinator f(torch_fake());
   RunResult r;
@@ -167,6 +167,13 @@ TEST_F(TorchBackendTest, CoalescedCallsAndObjects) {
               HasSubstr("REFUSED: prism: torch.distributed.scatter_object_list on rank 0 from "
                         "rank 1 is not supported: on PrismLLM's emulated backend objects from "
                         "other ranks travel only by send_object_list"));
+  EXPECT_THAT(r.output,
+              HasSubstr("prism: warning: torch.distributed.all_gather_object on rank 0 over ranks "
+                        "0:1:4: the objects of 1 rank(s) are not known, and their slots hold this "
+                        "rank's own (said once per call and group): rank 2's role is captured "
+                        "later"));
+  EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.all_gather_object on rank 0: "
+                                  "the capture recorded none"));
   EXPECT_THAT(r.output, HasSubstr("REFUSED: prism: torch.distributed.split_group on rank 0 is not "
                                   "supported: PrismLLM's emulated backend does not split "
                                   "communicators"));
@@ -191,6 +198,14 @@ TEST_F(TorchBackendTest, CoalescedCallsAndObjects) {
       {OpCode::kRecv, kAny, DType::kUint8, 1},
       {OpCode::kBroadcast, 8, DType::kInt64, 2},  // broadcast_object_list from 2
       {OpCode::kBroadcast, kAny, DType::kUint8, 2},
+      {OpCode::kAllGather, 32, DType::kInt64},    // all_gather_object: the sizes
+      {OpCode::kAllGather, kAny, DType::kUint8},  // the pickles, padded to the largest
+      {OpCode::kAllGather, 32, DType::kInt64},    // gather_object at the destination
+      {OpCode::kRecv, kAny, DType::kUint8, 1},    // the gather: a recv from each
+      {OpCode::kRecv, kAny, DType::kUint8, 2},
+      {OpCode::kRecv, kAny, DType::kUint8, 3},
+      {OpCode::kAllGather, 32, DType::kInt64},  // gather_object to rank 1
+      {OpCode::kSend, kAny, DType::kUint8, 1},
       {OpCode::kAllReduce, 4, DType::kFloat32},  // the failed calls entered nothing
   };
   const auto ops = f.seen_of<wire::Op>();
@@ -208,6 +223,9 @@ TEST_F(TorchBackendTest, CoalescedCallsAndObjects) {
   EXPECT_EQ(ops[14].bytes, ops[12].bytes);  // the store's pickle is torch's
   EXPECT_GT(ops[16].bytes, 0);
   EXPECT_GT(ops[18].bytes, 0);
+  EXPECT_GT(ops[20].bytes, 4 * 100);  // 4 slots of rank 3's pickle, over 100 bytes
+  EXPECT_EQ(ops[20].bytes % 4, 0);
+  EXPECT_EQ(ops[22].bytes, ops[23].bytes);  // padded alike
   EXPECT_EQ(ops[0].group, 0u);
   EXPECT_EQ(ops[1].group, 0u);
   EXPECT_NE(ops[2].group, 0u);

@@ -213,7 +213,9 @@ def install_distributed(c10d):
         patched["split_group"] = _no_split(c10d, c10d.split_group)
     for name, wrap in (("send_object_list", _objects.sending),
                        ("recv_object_list", _objects.receiving),
-                       ("broadcast_object_list", _objects.broadcasting)):
+                       ("broadcast_object_list", _objects.broadcasting),
+                       ("all_gather_object", _objects.all_gathering),
+                       ("gather_object", _objects.gathering)):
         if hasattr(c10d, name):
             patched[name] = wrap(c10d, getattr(c10d, name))
     if hasattr(c10d, "scatter_object_list"):

@@ -1,6 +1,6 @@
-"""Objects between ranks: send_object_list, recv_object_list and
-broadcast_object_list on PrismLLM's emulated backend (docs/torch-backend.md,
-"Objects").
+"""Objects between ranks: send_object_list, recv_object_list,
+broadcast_object_list, all_gather_object and gather_object on PrismLLM's
+emulated backend (docs/torch-backend.md, "Objects").
 
 The backend carries no data, so the objects travel through the rendezvous
 store instead, beside the ops, which run as torch issues them (sizes, then
@@ -17,7 +17,13 @@ bytes) and complete in emulated time:
   error that this raises as a RuntimeError naming the call and the ranks.
   It then enters the same ops as torch, with the sizes the objects have,
   fills the received tensors when they complete and unpickles them into
-  the object list in place.
+  the object list in place;
+- all_gather_object and gather_object: every rank of the group SETs its
+  object at prism/object/<rank>/all_gather/<ranks>/<n> (or gather), and the
+  gatherer GETs every other rank's. An object the store cannot know yet
+  (its rank's role is captured later, or the graph holds no objects) comes
+  back marked so, and that slot holds this rank's own object, with one
+  warning on stderr per call and group.
 """
 
 import collections
@@ -28,8 +34,10 @@ import struct
 
 _MAGIC = b"PRISMOBJ"
 _ERROR = b"PRISMERR"
+_UNKNOWN = b"PRISMUNK"
 _sent = collections.Counter()
 _received = collections.Counter()
+_warned = set()
 
 
 def _ranks_text(ranks):
@@ -208,6 +216,121 @@ def broadcasting(c10d, broadcast_object_list):
         object_tensor = torch.empty(sum(sizes), dtype=torch.uint8, device=device)
         c10d.broadcast(object_tensor, src=src, group=group)
         _fill(c10d, object_list, sizes_tensor, object_tensor, sizes, data, group)
+
+    return wrapper
+
+
+def _gathered(c10d, call, ranks, obj, where, fetch):
+    """Publishes this rank's object for the n-th `call` over `ranks` and,
+    when `fetch`, gets every other rank's: the pickles in group order (this
+    rank's own where another's is not known yet)."""
+    me = c10d.get_rank()
+    text = _ranks_text(ranks)
+    encoded = _encode(c10d, [obj])
+    mine = _decode(encoded, where)[1]
+    _store(c10d).set(_key(_sent, f"{me}/{call}/{text}"), encoded)
+    pickles, unknown = [], []
+    for rank in ranks:
+        key = _key(_received, f"{rank}/{call}/{text}") if rank != me else None
+        if rank == me or not fetch:
+            pickles.append(mine)
+            continue
+        value = bytes(_store(c10d).get(key))
+        if value.startswith(_UNKNOWN):
+            unknown.append((rank, value[len(_UNKNOWN):].decode(errors="replace")))
+            pickles.append(mine)
+            continue
+        sizes, data = _decode(value, where)
+        if len(sizes) != 1:
+            raise RuntimeError(f"prism: {where}: rank {rank} sent {len(sizes)} objects, not one")
+        pickles.append(data)
+    if unknown and (call, text) not in _warned:
+        _warned.add((call, text))
+        import sys
+
+        print(f"prism: warning: {where} over ranks {text}: the objects of {len(unknown)} "
+              f"rank(s) are not known, and their slots hold this rank's own (said once per call "
+              f"and group): {unknown[0][1]}", file=sys.stderr, flush=True)
+    return pickles
+
+
+def _gather_ops(c10d, group, pickles, own, gather, object_list):
+    """Enters the ops torch's object gathers enter (an all-gather of the
+    sizes, then `gather(slots, padded)` of the pickles padded to the
+    largest), writes the gathered pickles into the tensors as a backend that
+    carries data would, and unpickles them into the list, as torch does."""
+    import torch
+
+    device = c10d._get_object_coll_device(group)
+    n = len(pickles)
+    most = max(len(p) for p in pickles)
+    sizes = torch.zeros(n, dtype=torch.long, device=device)
+    c10d.all_gather([sizes[i].unsqueeze(dim=0) for i in range(n)],
+                    torch.tensor([len(own)], dtype=torch.long, device=device), group=group)
+    slots = torch.empty(most * n, dtype=torch.uint8, device=device)
+    slots = [slots[most * i:most * (i + 1)] for i in range(n)]
+    padded = torch.zeros(most, dtype=torch.uint8, device=device)
+    if own:
+        padded[:len(own)].copy_(torch.frombuffer(bytearray(own), dtype=torch.uint8))
+    gather(slots, padded)
+    sizes.copy_(torch.tensor([len(p) for p in pickles], dtype=torch.long))
+    for i, p in enumerate(pickles):
+        if p:
+            slots[i][:len(p)].copy_(torch.frombuffer(bytearray(p), dtype=torch.uint8))
+        object_list[i] = c10d._tensor_to_object(slots[i], len(p), group)
+
+
+def all_gathering(c10d, all_gather_object):
+    """all_gather_object that publishes this rank's object, gets the others'
+    from the store, and enters the all-gathers torch would."""
+    signature = inspect.signature(all_gather_object)
+
+    @functools.wraps(all_gather_object)
+    def wrapper(*args, **kwargs):
+        a = signature.bind(*args, **kwargs).arguments
+        group = a.get("group") or c10d._get_default_group()
+        if c10d._rank_not_in_group(group):
+            return all_gather_object(*args, **kwargs)
+        me = c10d.get_rank()
+        ranks = c10d.get_process_group_ranks(group)
+        where = f"torch.distributed.all_gather_object on rank {me}"
+        pickles = _gathered(c10d, "all_gather", ranks, a["obj"], where, fetch=True)
+        _gather_ops(c10d, group, pickles, pickles[ranks.index(me)],
+                    lambda slots, padded: c10d.all_gather(slots, padded, group=group),
+                    a["object_list"])
+
+    return wrapper
+
+
+def gathering(c10d, gather_object):
+    """gather_object: every rank publishes its object and runs torch's call,
+    except the destination, which gets the others' from the store and enters
+    the ops torch would."""
+    signature = inspect.signature(gather_object)
+
+    @functools.wraps(gather_object)
+    def wrapper(*args, **kwargs):
+        a = signature.bind(*args, **kwargs).arguments
+        group = a.get("group") or c10d._get_default_group()
+        if c10d._rank_not_in_group(group):
+            return gather_object(*args, **kwargs)
+        dst, group_dst = a.get("dst"), a.get("group_dst")
+        if dst is None and group_dst is None:
+            dst = 0
+        dst = _global_peer(c10d, group, dst, group_dst)
+        me = c10d.get_rank()
+        object_list = a.get("object_gather_list")
+        if me == dst and object_list is None:
+            return gather_object(*args, **kwargs)  # torch's own refusal
+        ranks = c10d.get_process_group_ranks(group)
+        where = f"torch.distributed.gather_object on rank {me} to rank {dst}"
+        pickles = _gathered(c10d, "gather", ranks, a["obj"], where, fetch=me == dst)
+        if me != dst:
+            return gather_object(*args, **kwargs)
+        _gather_ops(c10d, group, pickles, pickles[ranks.index(me)],
+                    lambda slots, padded: c10d.gather(padded, gather_list=slots, dst=dst,
+                                                      group=group),
+                    object_list)
 
     return wrapper
 
