@@ -425,9 +425,12 @@ Work PrismBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag)
 Work PrismBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   const Payload p = payload_of(tensors, "recv");
   check_rank(src_rank, "recv", "source");
-  // What a virtual peer sends is not known: the buffer keeps its contents.
+  // What the peer sends is not carried: the buffer is zeroed, never left
+  // as torch.empty's memory (NaN included) for the program to compute on.
   return launch(
-      {"recv", OpType::RECV, {op(PRISM_RECV, p.dtype, p.bytes, src_rank, tag)}, tensors, {}});
+      {"recv", OpType::RECV, {op(PRISM_RECV, p.dtype, p.bytes, src_rank, tag)}, tensors, [tensors] {
+         fill_zeros(tensors);
+       }});
 }
 
 Work PrismBackend::recvAnysource(std::vector<at::Tensor>&, int) {

@@ -133,6 +133,11 @@ void reduce_identical(const at::Tensor& t, const c10d::ReduceOp& op, int group_s
   }
 }
 
+void fill_zeros(const std::vector<at::Tensor>& tensors) {
+  const at::NoGradGuard no_grad;
+  for (const at::Tensor& t : tensors) raw(t).zero_();
+}
+
 void fill_slots(const std::vector<at::Tensor>& slots, const at::Tensor& input) {
   const at::NoGradGuard no_grad;
   const at::Tensor in = raw(input);

@@ -51,6 +51,10 @@ void reduce_identical(const at::Tensor& t, const c10d::ReduceOp& op, int group_s
 // Checks, at the call, that `op` is one reduce_identical knows.
 void check_reduce_op(const c10d::ReduceOp& op, const char* call);
 
+// Zeros into each tensor as a backend that carries data writes them (no
+// autograd, no version bump): a receive whose sender's data is not known.
+void fill_zeros(const std::vector<at::Tensor>& tensors);
+
 // Every slot gets a copy of `input` (all_gather of identical inputs).
 void fill_slots(const std::vector<at::Tensor>& slots, const at::Tensor& input);
 
