@@ -147,6 +147,13 @@ struct TrainingSpec {
   // micro-batches deferred (0: all), the later ones computed at once.
   bool defer_embedding_wgrad_compute = false;
   int wgrad_deferral_limit = 0;
+  // ModelParallelConfig.deallocate_pipeline_outputs: a stage frees the
+  // output it sent to the next stage right after the send (schedules.py
+  // deallocate_output_tensor) rather than holding it until that
+  // micro-batch's backward. No Megatron-LM argument: its
+  // core_transformer_config_from_args always sets it; NeMo 1.0 leaves
+  // ModelParallelConfig's False.
+  bool deallocate_pipeline_outputs = true;
   // The distributed optimizer's implementation (with use_distributed_optimizer);
   // grad_reduce_in_fp32 is then Apex's grad_sync_dtype (fp32 or bf16).
   OptimizerImpl optimizer_impl = OptimizerImpl::kMegatron;

@@ -158,6 +158,8 @@ const std::vector<Field>& fields() {
       field("training", "defer_embedding_wgrad_compute", &J::training,
             &T::defer_embedding_wgrad_compute),
       field("training", "wgrad_deferral_limit", &J::training, &T::wgrad_deferral_limit),
+      field("training", "deallocate_pipeline_outputs", &J::training,
+            &T::deallocate_pipeline_outputs),
       field("training", "optimizer_impl", &J::training, &T::optimizer_impl),
       field("training", "enable_cuda_graph", &J::training, &T::enable_cuda_graph),
       field("training", "external_cuda_graph", &J::training, &T::external_cuda_graph),

@@ -104,8 +104,10 @@ static std::string_view output_name(int layer, int layers, bool has_output_peer,
 // Received and sent tensors: torch's c10d records every point-to-point
 // tensor on its NCCL stream, so a freed buffer returns to the allocator only
 // when that stream is past the transfer. A sent output is freed as soon as
-// the send is issued (Megatron's deallocate_output_data; the input gradient
-// simply goes out of scope); a received one when it has been consumed.
+// the send is issued (Megatron's deallocate_output_tensor with
+// deallocate_pipeline_outputs, the default; without it the schedule holds it
+// until the micro-batch's backward); the input gradient simply goes out of
+// scope; a received tensor is freed when it has been consumed.
 void StageBuilder::forward(int chunk, int mb) {
   b_.marker(kCompute, MarkerKind::kMicrobatch, mb, "microbatch");
   const std::int64_t p2p_bytes = kBf16 * x_.Tsp * x_.h;
@@ -151,17 +153,39 @@ void StageBuilder::forward(int chunk, int mb) {
     saved_[{chunk, mb, kOutputItem}] = std::move(layer_);
   }
   amax_reduction(chunk, false);
+  // forward_step has returned: 1F1B's `output_tensor` now names this output.
+  free_if_held(&stale_output_);
   if (has_output_peer(chunk)) {
     record(kCompute, "forward_done");
     wait(kSendFwd, "forward_done");
     p2p(OpKind::kSend, kSendFwd, slots_.pp_next, p2p_bytes, kTagActivation, "pp_send_activation");
-    free(hidden_.op, hidden_.record_streams | stream_bit(kSendFwd));
+    const Held sent{hidden_.op, hidden_.record_streams | stream_bit(kSendFwd)};
+    if (job_.training.deallocate_pipeline_outputs) {
+      free(sent);
+    } else {
+      sent_outputs_[{chunk, mb}] = sent;
+    }
   }
   hidden_ = {};
 }
 
+// Without deallocate_pipeline_outputs a sent output lives until its
+// micro-batch's backward drops the last reference. The interleaved schedule
+// pops it inside backward_step_helper, so it goes when that helper returns,
+// except the last forward's, which the schedule's loop variable
+// `output_tensor` keeps until the schedule returns (after
+// finalize_model_grads). The non-interleaved one pops it into its loop's
+// `output_tensor`, which keeps it until the next forward_step returns, the
+// next cooldown pop, or the schedule's return.
+void StageBuilder::free_if_held(Held* h) {
+  if (h->op < 0) return;
+  free(*h);
+  *h = {};
+}
+
 void StageBuilder::backward(int chunk, int mb) {
   const std::int64_t p2p_bytes = kBf16 * x_.Tsp * x_.h;
+  free_if_held(&stale_output_);  // the cooldown's pop rebinds `output_tensor`
   if (has_output_peer(chunk)) {
     grad_ = {alloc(p2p_bytes, "pp_recv_grad"), stream_bit(kRecvBwd)};
     p2p(OpKind::kRecv, kRecvBwd, slots_.pp_next, p2p_bytes, kTagGrad, "pp_recv_grad");
@@ -200,6 +224,17 @@ void StageBuilder::backward(int chunk, int mb) {
     done_item();
   }
   amax_reduction(chunk, true);
+  const auto sent = sent_outputs_.find({chunk, mb});
+  if (sent != sent_outputs_.end()) {
+    if (v_ == 1) {
+      stale_output_ = sent->second;
+    } else if (sent->first == last_forward_) {
+      last_output_ = sent->second;
+    } else {
+      free(sent->second);
+    }
+    sent_outputs_.erase(sent);
+  }
   if (has_input_peer(chunk)) {
     record(kCompute, "backward_done");
     wait(kSendBwd, "backward_done");
@@ -413,6 +448,9 @@ void StageBuilder::finish_iteration() {
     collective(CollectiveKind::kAllReduce, kCompute, slots_.embd, x_.grad_bytes * x_.vocab * x_.h,
                "embd_grad_all_reduce", grad_dtype());
   }
+  // The schedule function returns.
+  free_if_held(&stale_output_);
+  free_if_held(&last_output_);
   const bool apex = tr.optimizer_impl == OptimizerImpl::kApexDistributedFusedAdam;
   // Megatron-Core with bf16 main gradients: the optimizer copies its shard
   // to fp32 (DistributedOptimizer._copy_model_grads_to_main_grads: .float()),
@@ -489,14 +527,17 @@ Role StageBuilder::build(RoleFootprint* footprint) {
   if (tr.overlap_param_gather) param_gather(true);
 
   const int m = job_.num_microbatches();
-  for (const Step& step : pipeline_schedule(p_, v_, m, stage_)) {
+  const std::vector<Step> steps = pipeline_schedule(p_, v_, m, stage_);
+  for (const Step& step : steps)
+    if (step.forward) last_forward_ = {step.chunk, step.microbatch};
+  for (const Step& step : steps) {
     if (step.forward) {
       forward(step.chunk, step.microbatch);
     } else {
       backward(step.chunk, step.microbatch);
     }
   }
-  PRISM_CHECK(saved_.empty(), "a forward's tensors were never freed");
+  PRISM_CHECK(saved_.empty() && sent_outputs_.empty(), "a forward's tensors were never freed");
   drain_deferred_wgrad();
   finish_iteration();
   return std::move(b_).build();

@@ -11,7 +11,8 @@
 // gradients) are allocated and freed around the ops that use them. The hidden
 // state that flows between layers is one chain of allocations: a layer's
 // output is the next layer's "norm1_input", the last one's is sent to the next
-// stage (and freed once the send is done) or kept by the final norm. The
+// stage (and freed once the send is issued, or with deallocate_pipeline_outputs
+// false held until that micro-batch's backward) or kept by the final norm. The
 // gradient flows back the same way. docs/memory.md lists them.
 #pragma once
 
@@ -21,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "compute/kernel_model.h"
@@ -322,6 +324,8 @@ class StageBuilder {
   void reduce_bucket(const Bucket& bucket);
   void param_gather(bool overlapped);
   void finish_iteration();
+  // Frees `h` if it holds an allocation, and empties it.
+  void free_if_held(Held* h);
 
   const JobSpec& job_;
   const KernelModel& km_;
@@ -368,6 +372,15 @@ class StageBuilder {
     Held input, grad_logits;
   };
   std::vector<DeferredWgrad> deferred_wgrad_;
+  // deallocate_pipeline_outputs false: each sent output by (chunk,
+  // micro-batch), held until its backward (Megatron's output_tensors lists).
+  // What the schedule's local `output_tensor` still names after that
+  // backward: 1F1B's last backpropagated output until the next step rebinds
+  // it (stale_output_), the interleaved schedule's last forward output until
+  // the schedule returns (last_output_, of last_forward_).
+  std::map<std::pair<int, int>, Held> sent_outputs_;
+  Held stale_output_, last_output_;
+  std::pair<int, int> last_forward_{-1, -1};
   std::uint32_t next_group_ = 1;
   std::int64_t optimizer_params_ = 0;
   std::vector<int> grad_shards_;  // Apex's reduce-scattered shards, freed after the step

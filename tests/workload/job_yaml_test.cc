@@ -170,8 +170,8 @@ TEST(JobYaml, OverrideErrorsNameTheOverride) {
       "grad_reduce_in_fp32, "
       "fp8_recipe, fp8_amax_history_len, fp8_param_gather, cross_entropy_loss_fusion, "
       "cross_entropy_fusion_impl, "
-      "defer_embedding_wgrad_compute, wgrad_deferral_limit, optimizer_impl, enable_cuda_graph, "
-      "external_cuda_graph, cuda_graph_scope)");
+      "defer_embedding_wgrad_compute, wgrad_deferral_limit, deallocate_pipeline_outputs, "
+      "optimizer_impl, enable_cuda_graph, external_cuda_graph, cuda_graph_scope)");
   EXPECT_EQ(error_of(kBase, {"optimizer.lr=3"}),
             "--set optimizer.lr=3: optimizer: unknown section (sections: name, model, training, "
             "parallelism, cluster, software)");
@@ -279,6 +279,7 @@ TEST(JobYaml, MemoryFieldsDefaultToMegatrons) {
   EXPECT_EQ(j->training.cross_entropy_fusion_impl, CrossEntropyFusionImpl::kNative);
   EXPECT_FALSE(j->training.defer_embedding_wgrad_compute);
   EXPECT_EQ(j->training.wgrad_deferral_limit, 0);
+  EXPECT_TRUE(j->training.deallocate_pipeline_outputs);  // core_transformer_config_from_args
   EXPECT_EQ(j->training.optimizer_impl, OptimizerImpl::kMegatron);
   EXPECT_EQ(j->model.hidden_dropout, 0.1);
   EXPECT_EQ(j->model.attention_dropout, 0.1);
@@ -288,6 +289,35 @@ TEST(JobYaml, MemoryFieldsDefaultToMegatrons) {
   EXPECT_EQ(j->model.hidden_dropout, 0.0);
   EXPECT_EQ(j->model.attention_dropout, 0.0);
   EXPECT_EQ(model_preset("gpt3-175b")->hidden_dropout, 0.1);
+}
+
+// deallocate_pipeline_outputs, either spelling, in the file or in --set.
+TEST(JobYaml, DeallocatePipelineOutputsBothSpellings) {
+  const std::string head =
+      "model: {preset: llama2-7b}\nparallelism: {pipeline_model_parallel_size: 2}\n"
+      "cluster: {preset: dgx-h100, num_gpus: 8}\n";
+  for (const std::string key : {"deallocate_pipeline_outputs", "deallocate-pipeline-outputs"}) {
+    SCOPED_TRACE(key);
+    Result<JobSpec> j = parse_job_yaml(head + "training: {" + key + ": false}\n", "job.yaml");
+    ASSERT_TRUE(j.is_ok()) << j.status().message();
+    EXPECT_FALSE(j->training.deallocate_pipeline_outputs);
+    j = parse_job_yaml(head, "job.yaml", {"training." + key + "=false"});
+    ASSERT_TRUE(j.is_ok()) << j.status().message();
+    EXPECT_FALSE(j->training.deallocate_pipeline_outputs);
+    j = parse_job_yaml(head + "training: {" + key + ": true}\n", "job.yaml");
+    ASSERT_TRUE(j.is_ok()) << j.status().message();
+    EXPECT_TRUE(j->training.deallocate_pipeline_outputs);
+  }
+  EXPECT_EQ(error_of(head + "training: {deallocate_pipeline_outputs: true, "
+                            "deallocate-pipeline-outputs: false}\n"),
+            "job.yaml:4:47: training.deallocate_pipeline_outputs: given twice (as "
+            "deallocate_pipeline_outputs and deallocate-pipeline-outputs)");
+  EXPECT_EQ(error_of(head + "training: {deallocate_pipeline_outputs: 0.5}\n"),
+            "job.yaml:4:41: training.deallocate_pipeline_outputs: expected true or false (got "
+            "\"0.5\")");
+  EXPECT_EQ(error_of(head, {"training.deallocate-pipeline-outputs=sometimes"}),
+            "--set training.deallocate-pipeline-outputs=sometimes: "
+            "training.deallocate_pipeline_outputs: expected true or false (got \"sometimes\")");
 }
 
 // Megatron's dashed spellings are the same fields, in the file and in --set;

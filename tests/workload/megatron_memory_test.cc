@@ -348,7 +348,7 @@ int stream_of(const Role& role, const std::string& name) {
 
 // The forward's output and the backward's input gradient are freed right
 // after their send is issued, recorded on the send stream (Megatron's
-// deallocate_output_data and c10d's record_stream); received tensors are
+// deallocate_output_tensor and c10d's record_stream); received tensors are
 // allocated before their receive and recorded on its stream.
 TEST(MegatronMemoryGraph, PipelineBuffersRecordTheirStreams) {
   const JobSpec job = parse(dense_model() +

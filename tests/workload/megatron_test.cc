@@ -20,6 +20,7 @@
 #include "compute/compute_model.h"
 #include "compute/gpu_spec.h"
 #include "compute/kernel.h"
+#include "graph/graph_json.h"
 #include "mem/memory_model.h"
 #include "net/flow_network.h"
 #include "replay/replay.h"
@@ -1033,6 +1034,108 @@ TEST(MegatronDeferWgrad, DrainsAtTheFlushAndHoldsItsBuffers) {
   EXPECT_GT(positions(vb, "pp_send_grad").back(), positions(vb, "logits_dgrad").back());
   EXPECT_LT(wgrad.back(), positions(vb, "dp_grad_reduce").front());
   check_random_job(vpp, "defer_embedding_wgrad_compute vpp");
+}
+
+// deallocate_pipeline_outputs false (NeMo 1.0's ModelParallelConfig): a
+// stage keeps each output it sent until that micro-batch's backward instead
+// of freeing it at the send. The sent tensor here: s / t x b x h in bf16 =
+// 1024 / 2 x 1 x 1024 x 2 B = 1 MiB. Stage 0 of a 1F1B pipeline of p = 2
+// runs p - 0 - 1 = 1 warmup forward, so 2 micro-batches are in flight: at
+// its first backward it holds both outputs, and two through the whole
+// steady state (the one awaiting its backward, and the one backpropagated,
+// which the schedule's `output_tensor` keeps through the next forward). So
+// its peak grows by exactly 2 x 1 MiB = 2,097,152 bytes; the last stage
+// sends nothing and is unchanged. Interleaved (v = 2, m = 4), stage 0 runs
+// (p - 1) 2 + (v - 1) p = 4 warmup forwards, every one sending: at its first
+// backward 5 outputs, 5 MiB more. Where the schedule's loop variables keep
+// an output past its backward, one more is held (1F1B: through the next
+// forward; interleaved: the last forward's, to the end).
+TEST(MegatronDeallocateOutputs, SentOutputsLiveUntilTheirBackward) {
+  const std::int64_t sent = 2 * 1024 / 2 * 1024;
+  auto job_of = [&](bool deallocate, int vpp) {
+    return parse(gpt(4, 1024, 8, 32000) +
+                 "training: {seq_length: 1024, global_batch_size: " + (vpp > 1 ? "4" : "8") +
+                 ", deallocate_pipeline_outputs: " + (deallocate ? "true" : "false") +
+                 "}\n"
+                 "parallelism: {tensor_model_parallel_size: 2, sequence_parallel: true,\n"
+                 "  pipeline_model_parallel_size: 2, virtual_pipeline_model_parallel_size: " +
+                 std::to_string(vpp) + "}\n" + cluster(4));
+  };
+  // Bytes allocated on stage 0 just before its n-th allocation named `name`
+  // (n = -1: the last), frees counted at once.
+  auto live_before = [](const BuiltJob& b, std::string_view name, int n) {
+    const Role& role = b.graph.roles.front();
+    std::vector<std::int64_t> at;
+    std::int64_t live = 0;
+    for (const Op& op : role.ops) {
+      if (op.kind == OpKind::kAlloc && role.names[op.name] == name) at.push_back(live);
+      if (op.kind == OpKind::kAlloc) live += op.bytes.count;
+      if (op.kind == OpKind::kFree) live -= role.ops[op.ref].bytes.count;
+    }
+    const int i = n < 0 ? static_cast<int>(at.size()) - 1 : n;
+    EXPECT_LT(i, static_cast<int>(at.size())) << name;
+    return i >= 0 && i < static_cast<int>(at.size()) ? at[i] : std::int64_t{-1};
+  };
+  auto peaks = [](const JobSpec& job, const BuiltJob& b) {
+    AllocatorMemoryModel mem(DeviceMemoryOptions{});
+    const ReplayResult r = replay_on_cluster(job, b.graph, true, &mem);
+    return std::pair{r.roles.front().max.peak_allocated.count,
+                     r.roles.back().max.peak_allocated.count};
+  };
+  for (const int vpp : {1, 2}) {
+    SCOPED_TRACE(vpp);
+    const JobSpec freed_job = job_of(true, vpp), kept_job = job_of(false, vpp);
+    const BuiltJob freed = build(freed_job), kept = build(kept_job);
+    auto more = [&](std::string_view name, int n) {
+      return live_before(kept, name, n) - live_before(freed, name, n);
+    };
+    // At the first backward (its gradient receive).
+    const std::int64_t in_flight = vpp == 1 ? 2 : 5;
+    EXPECT_EQ(more("pp_recv_grad", 0), in_flight * sent);
+    if (vpp == 1) {
+      // The third forward's output, after micro-batch 0's backward: its
+      // output, still the loop's `output_tensor`, and micro-batch 1's.
+      EXPECT_EQ(more("pp_send_activation", 2), 2 * sent);
+    } else {
+      // The last backward (chunk 0, micro-batch 3): its own output and the
+      // last forward's (chunk 1, micro-batch 3), the loop's `output_tensor`.
+      EXPECT_EQ(more("pp_recv_grad", -1), 2 * sent);
+    }
+    // Only the allocations' lifetimes move: the same ops, reordered frees.
+    const Role& stage0 = kept.graph.roles.front();
+    EXPECT_EQ(stage0.ops.size(), freed.graph.roles.front().ops.size());
+    // The schedule's last forward output stays named by a loop variable
+    // (interleaved: the steady state's; 1F1B: the backward's) until the
+    // schedule returns: freed after the last backward has freed every
+    // activation.
+    std::size_t last_output_alloc = 0, last_output_free = 0, last_activation_free = 0;
+    for (std::size_t i = 0; i < stage0.ops.size(); ++i) {
+      const Op& op = stage0.ops[i];
+      const std::string& name = stage0.names[op.name];
+      if (name == "pp_send_activation" && op.kind == OpKind::kAlloc) last_output_alloc = i;
+      if (name.rfind("act.", 0) == 0 && op.kind == OpKind::kFree) last_activation_free = i;
+    }
+    for (std::size_t i = 0; i < stage0.ops.size(); ++i)
+      if (stage0.ops[i].kind == OpKind::kFree && stage0.ops[i].ref == last_output_alloc)
+        last_output_free = i;
+    EXPECT_GT(last_activation_free, 0u);
+    EXPECT_GT(last_output_free, last_activation_free);
+    if (vpp == 1) {
+      const auto [freed_first, freed_last] = peaks(freed_job, freed);
+      const auto [kept_first, kept_last] = peaks(kept_job, kept);
+      EXPECT_EQ(kept_first - freed_first, in_flight * sent);
+      EXPECT_EQ(kept_last, freed_last);
+      EXPECT_EQ(kept.graph.roles.back().ops.size(), freed.graph.roles.back().ops.size());
+    }
+    check_random_job(kept_job, "deallocate_pipeline_outputs: false");
+  }
+  // The default is Megatron-LM's: freed at the send, the graph unchanged.
+  const JobSpec plain = parse(gpt(4, 1024, 8, 32000) +
+                              "training: {seq_length: 1024, global_batch_size: 8}\n"
+                              "parallelism: {tensor_model_parallel_size: 2, sequence_parallel: "
+                              "true,\n  pipeline_model_parallel_size: 2}\n" +
+                              cluster(4));
+  EXPECT_EQ(graph_to_json(build(plain).graph), graph_to_json(build(job_of(true, 1)).graph));
 }
 
 // ---------------------------------------------------------------------------
