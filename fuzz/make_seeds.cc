@@ -7,12 +7,15 @@
 //   tcpstore      every query of both dialects, and a connection of each
 //   chakra_et     the ET files (and groups) of examples/graphs/gpt_tp2_pp2_dp2.json
 //   capture_file  a capture holding one of every message
+//   graph_json    examples/graphs/gpt_tp2_pp2_dp2.json with captured objects
 //   cluster_yaml  every cluster preset, formatted
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -24,6 +27,7 @@
 #include "net/cluster_yaml.h"
 #include "runtime/tcpstore_protocol.h"
 #include "slicing/capture_file.h"
+#include "slicing/graph_objects.h"
 #include "util/file.h"
 #include "wire/protocol.h"
 
@@ -166,6 +170,23 @@ void capture_seeds(const fs::path& out) {
   write(out / "capture_file", "every_message.json", prism::format_capture_json(c));
 }
 
+// The example graph as `prism emulate --save-graph` keeps a captured
+// program's: each stage's captured rank and what they sent.
+void graph_seeds(const fs::path& source_dir, const fs::path& out) {
+  const auto g = prism::load_graph((source_dir / "examples/graphs/gpt_tp2_pp2_dp2.json").string());
+  if (!g.is_ok()) fail(g.status().message());
+  const auto bytes = [](std::string_view s) {
+    return std::vector<std::uint8_t>(s.begin(), s.end());
+  };
+  prism::GraphObjects o;
+  o.captured = {0, 5};
+  o.objects = {{"prism/object/0/group/0:1:8/0", bytes("PRISMOBJ config")},
+               {"prism/object/0/to/4/0", bytes("meta")},
+               {"prism/object/5/to/1/1", {}}};
+  write(out / "graph_json", "captured_objects.json",
+        prism::graph_to_json(*g, prism::graph_object_sections(*g, o)));
+}
+
 void cluster_seeds(const fs::path& out) {
   for (const std::string_view name : prism::cluster_preset_names()) {
     const auto c = prism::cluster_preset(name);
@@ -184,6 +205,7 @@ int main(int argc, char** argv) {
   tcpstore_seeds(out);
   chakra_seeds(source_dir, out);
   capture_seeds(out);
+  graph_seeds(source_dir, out);
   cluster_seeds(out);
   return 0;
 }

@@ -40,9 +40,9 @@ Status read_header(const Json& doc, const JsonPath& root) {
     return root.field("version").error(fmt::format(
         "unsupported version {} (this build reads version {})", version, kGraphFormatVersion));
   }
-  return check_fields(
-      doc, root,
-      {"format", "version", "name", "cluster", "layout", "slots", "roles", "assign", "overrides"});
+  return check_fields(doc, root,
+                      {"format", "version", "name", "cluster", "layout", "slots", "roles", "assign",
+                       "overrides", kExtraSections[0], kExtraSections[1]});
 }
 
 Result<GridDim> read_dim(const Json& j, const JsonPath& path) {
@@ -300,14 +300,20 @@ Status read_graph(const Json& doc, ExecutionGraph* g) {
 }  // namespace
 }  // namespace graph_json
 
-Result<ExecutionGraph> parse_graph_json(std::string_view text, std::string_view source_name) {
+Result<ExecutionGraph> parse_graph_json(std::string_view text, std::string_view source_name,
+                                        std::vector<ExtraSection>* extra) {
   using graph_json::Json;
   const std::string source = source_name.empty() ? "graph" : std::string(source_name);
   ExecutionGraph g;
+  std::vector<ExtraSection> sections;
   try {
     Json doc;
     PRISM_RETURN_IF_ERROR(graph_json::parse_document(text, &doc).with_context(source));
     PRISM_RETURN_IF_ERROR(graph_json::read_graph(doc, &g).with_context(source));
+    for (std::string_view key : kExtraSections) {
+      if (const Json* section = graph_json::find_field(doc, key); section && extra)
+        sections.push_back({std::string(key), section->dump()});
+    }
   } catch (const Json::parse_error& e) {
     return json_syntax_error(text, source, e.byte, e.what());
   } catch (const Json::exception& e) {
@@ -315,12 +321,13 @@ Result<ExecutionGraph> parse_graph_json(std::string_view text, std::string_view 
   }
   PRISM_RETURN_IF_ERROR(finalize_graph(g).with_context(source));
   PRISM_RETURN_IF_ERROR(validate_graph(g).with_context(source));
+  if (extra) *extra = std::move(sections);
   return g;
 }
 
-Result<ExecutionGraph> load_graph(const std::string& path) {
+Result<ExecutionGraph> load_graph(const std::string& path, std::vector<ExtraSection>* extra) {
   PRISM_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  return parse_graph_json(text, path);
+  return parse_graph_json(text, path, extra);
 }
 
 }  // namespace prism

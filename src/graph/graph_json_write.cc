@@ -3,6 +3,7 @@
 // (slots, roles, assign entries, overrides), and each role's ops one op per
 // line, so that a diff of two graphs reads op by op; everything smaller is
 // written on one line as {"key": value, ...}.
+#include <algorithm>
 #include <string>
 
 #include "graph/graph_json.h"
@@ -146,10 +147,24 @@ void emit_assign(const ExecutionGraph& g, std::string* out) {
   });
 }
 
+// A section of a layer above (graph_json.h's ExtraSection): its list, one
+// item per line, after the graph's own sections.
+void emit_extra(const ExtraSection& section, std::string* out) {
+  PRISM_CHECK(
+      std::find(kExtraSections.begin(), kExtraSections.end(), section.key) != kExtraSections.end(),
+      "graph_to_json: a section the graph file does not have");
+  const Json items = Json::parse(section.json, nullptr, /*allow_exceptions=*/false);
+  PRISM_CHECK(items.is_array(), "graph_to_json: an extra section that is not a JSON list");
+  emit_list(out, "  ", section.key, items.size(), [&](std::size_t i) {
+    *out += "    ";
+    emit_inline(items[i], out);
+  });
+}
+
 }  // namespace
 }  // namespace graph_json
 
-std::string graph_to_json(const ExecutionGraph& g) {
+std::string graph_to_json(const ExecutionGraph& g, const std::vector<ExtraSection>& extra) {
   using graph_json::inline_text;
   std::string out = "{\n";
   out += "  \"format\": \"" + std::string(graph_json::kFormatName) + "\",\n";
@@ -174,12 +189,17 @@ std::string graph_to_json(const ExecutionGraph& g) {
       out += "    " + inline_text(graph_json::Json{{"rank", o.rank}, {"compute_scale", scale}});
     });
   }
+  for (const ExtraSection& section : extra) {
+    out += ",\n";
+    graph_json::emit_extra(section, &out);
+  }
   out += "\n}\n";
   return out;
 }
 
-Status save_graph(const ExecutionGraph& g, const std::string& path) {
-  return write_file_atomic(path, graph_to_json(g));
+Status save_graph(const ExecutionGraph& g, const std::string& path,
+                  const std::vector<ExtraSection>& extra) {
+  return write_file_atomic(path, graph_to_json(g, extra));
 }
 
 }  // namespace prism

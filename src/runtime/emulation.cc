@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iterator>
 #include <memory>
+#include <set>
 #include <system_error>
 #include <utility>
 
@@ -24,6 +25,7 @@
 #include "runtime/slice_capture.h"
 #include "simulation/node_failure.h"
 #include "simulation/simulation.h"
+#include "slicing/graph_objects.h"
 #include "util/file.h"
 #include "util/interrupt.h"
 #include "util/progress.h"
@@ -102,7 +104,7 @@ Result<EmulationResult> Emulation::run() {
   PRISM_RETURN_IF_ERROR(interruption());
   const ExecutionGraph& g = *graph_;
   if (!options_.save_graph_path.empty())
-    PRISM_RETURN_IF_ERROR(save_graph(g, options_.save_graph_path));
+    PRISM_RETURN_IF_ERROR(save_graph(g, options_.save_graph_path, saved_objects()));
   PRISM_ASSIGN_OR_RETURN(const ReplayResult pure, predict());
   PRISM_RETURN_IF_ERROR(interruption());
   const std::string graph_path = dir_ + "/graph.json";
@@ -215,17 +217,27 @@ Status Emulation::choose_graph() {
   const EmulationOptions& o = options_;
   graph_ = &owned_;
   if (!o.graph_path.empty()) {
-    Result<ExecutionGraph> loaded = load_graph(o.graph_path);
+    Result<GraphWithObjects> loaded = load_graph_with_objects(o.graph_path);
     if (!loaded.is_ok()) return loaded.status().with_context("--graph");
-    object_roles_->unknown = fmt::format(
-        "the graph comes from --graph {}, which holds no objects; run without --graph, so that "
-        "the program is captured and the objects its ranks send are recorded",
-        o.graph_path);
-    owned_ = std::move(loaded).value();
+    owned_ = std::move(loaded.value().graph);
     if (owned_.world_size() != job_.job.num_gpus)
       return Status::invalid_argument(
           fmt::format("--graph {}: a graph of {} ranks; job '{}' has {}", o.graph_path,
                       owned_.world_size(), job_.job.name, job_.job.num_gpus));
+    if (const std::optional<GraphObjects>& saved = loaded.value().objects) {
+      place_objects(saved->captured);
+      for (const CapturedObject& object : saved->objects)
+        objects_->record(object.key, object.bytes);
+      for (Rank r : saved->captured) {
+        if (r != kNone) objects_->finished(r);  // its capture recorded all it sent
+      }
+    } else {
+      object_roles_->unknown = fmt::format(
+          "the graph comes from --graph {}, which holds no objects (an earlier --save-graph of a "
+          "captured program holds them); run without --graph, so that the program is captured "
+          "and the objects its ranks send are recorded",
+          o.graph_path);
+    }
   } else if (job_.job.has_model) {
     if (const std::string capturing = capture_only_option(o); !capturing.empty())
       return Status::invalid_argument(fmt::format(
@@ -248,19 +260,40 @@ Status Emulation::choose_graph() {
     run.objects = objects_;
     PRISM_ASSIGN_OR_RETURN(SlicedGraph sliced, capture_slices(job_, run));
     owned_ = std::move(sliced.graph);
-    ObjectRoles& placed = *object_roles_;
-    placed.layout = owned_.layout;
-    placed.role_of_rank = owned_.role_of_rank;
+    std::vector<Rank> captured;
     for (const Role& role : owned_.roles) {
-      placed.names.push_back(role.name);
-      Rank captured = kNone;
+      captured.push_back(kNone);
       for (const RoleSource& source : sliced.roles) {
-        if (source.role == role.name) captured = source.captured;
+        if (source.role == role.name) captured.back() = source.captured;
       }
-      placed.captured.push_back(captured);
     }
+    place_objects(std::move(captured));
   }
   return Status::ok();
+}
+
+// Virtual ranks' objects answered from the capture of each one's role in
+// owned_: `captured`, the captured rank of each role.
+void Emulation::place_objects(std::vector<Rank> captured) {
+  ObjectRoles& placed = *object_roles_;
+  placed.layout = owned_.layout;
+  placed.role_of_rank = owned_.role_of_rank;
+  for (const Role& role : owned_.roles) placed.names.push_back(role.name);
+  placed.captured = std::move(captured);
+}
+
+// What --save-graph keeps besides the graph: each role's captured rank and
+// what those ranks sent, when the objects are known (captured here, or
+// from --graph).
+std::vector<ExtraSection> Emulation::saved_objects() const {
+  const ObjectRoles& roles = *object_roles_;
+  if (!roles.unknown.empty()) return {};
+  GraphObjects saved{roles.captured, {}};
+  for (Rank r : std::set<Rank>(roles.captured.begin(), roles.captured.end())) {
+    if (r == kNone) continue;
+    for (CapturedObject& object : objects_->sent_by(r)) saved.objects.push_back(std::move(object));
+  }
+  return graph_object_sections(owned_, saved);
 }
 
 StoreOptions Emulation::object_answers() const {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/graph_json.h"
 #include "net/nccl_tuner.h"
 #include "report/chrome_trace.h"
 #include "runtime/coordinator.h"
@@ -100,6 +101,8 @@ class Emulation {
   Status refuse_failed_real_rank(const std::function<int(Rank)>& node_of) const;
   Status prepare_failure();
   Status choose_graph();
+  void place_objects(std::vector<Rank> captured);
+  std::vector<ExtraSection> saved_objects() const;
   Result<ReplayResult> predict() const;
   Result<CoordinatorResult> emulate();
   Result<CoordinatorResult> run_real_ranks(Coordinator& coordinator, const std::string& address);

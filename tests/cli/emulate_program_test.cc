@@ -8,6 +8,7 @@
 // PrismLLM's backend is missing.
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -240,8 +241,9 @@ TEST_F(EmulateProgramTest, TorchPipeliningInterleavedOneFOneBRunsAsOneRealRankOf
 // broadcast from rank 0, as rank 33. Stage 1 receives its input's meta
 // tensors from rank 1 and the config from rank 0, both virtual: answered
 // with what rank 0's capture sent (to rank 32, and over the world); at the
-// end every rank all_gather_object's its stages. The same graph from
-// --graph holds no objects: one clear error, no hang.
+// end every rank all_gather_object's its stages. The saved graph holds those
+// objects, so --graph answers them too; a graph without them is one clear
+// error, no hang.
 TEST_F(EmulateProgramTest, TorchPipeliningInfersShapesFromObjectsOfVirtualRanks) {
   nlohmann::json graph;
   std::string output;
@@ -289,26 +291,52 @@ TEST_F(EmulateProgramTest, TorchPipeliningInfersShapesFromObjectsOfVirtualRanks)
   EXPECT_EQ(stage0.at("all_gather"), 2);  // all_gather_object: the sizes, the pickles
   EXPECT_EQ(stage1.at("all_gather"), 2);
 
-  std::vector<std::string> again = {"emulate",
-                                    "examples/jobs/torch-pipelining-64.yaml",
-                                    "--real-ranks",
-                                    "33",
-                                    "--master-port",
-                                    "0",
-                                    "--graph",
-                                    "{tmp}/g.json",
-                                    "--",
-                                    "env",
-                                    "OMP_NUM_THREADS=1",
-                                    kPython};
-  again.insert(again.end(), program.begin(), program.end());
-  const RunResult r = run_prism(again, tmp_);
-  EXPECT_EQ(r.exit_status, 1) << r.out << r.err;
-  EXPECT_THAT(r.err, HasSubstr("error: the rendezvous store: the 1st broadcast_object_list from "
-                               "rank 0 over ranks 0:1:64: rank 0 is virtual and its object is not "
-                               "known: the graph comes from --graph "));
-  EXPECT_THAT(r.err, HasSubstr("RuntimeError: prism: torch.distributed.broadcast_object_list on "
-                               "rank 33 from rank 0: "));
+  // The graph keeps what the captures recorded: each role's captured rank,
+  // and what those ranks sent (rank 0's three objects; rank 33, the last
+  // stage, only its stages in the all_gather_object).
+  EXPECT_EQ(
+      graph["captured"],
+      nlohmann::json::parse(R"([{"rank": 0, "role": "stage0"}, {"rank": 33, "role": "stage1"}])"));
+  ASSERT_EQ(graph["objects"].size(), 4u) << graph["objects"].dump();
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(graph["objects"][i], slice["objects"][i]);
+  EXPECT_EQ(graph["objects"][3]["key"], "prism/object/33/all_gather/0:1:64/0");
+
+  // Emulated again from the graph, without capturing: the virtual ranks
+  // answer from the graph's objects, rank 0's config once more; saved
+  // again, the graph is the same file.
+  const auto again = [&](const std::string& graph_file, const std::vector<std::string>& more) {
+    std::vector<std::string> args = {"emulate",       "examples/jobs/torch-pipelining-64.yaml",
+                                     "--real-ranks",  "33",
+                                     "--master-port", "0",
+                                     "--graph",       graph_file};
+    args.insert(args.end(), more.begin(), more.end());
+    for (const char* a : {"--", "env", "OMP_NUM_THREADS=1"}) args.emplace_back(a);
+    args.push_back(kPython);
+    args.insert(args.end(), program.begin(), program.end());
+    return run_prism(args, tmp_);
+  };
+  const RunResult r = again("{tmp}/g.json", {"--save-graph", "{tmp}/g2.json"});
+  ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr(got));
+  EXPECT_THAT(r.out, HasSubstr(gathered));
+  EXPECT_THAT(r.err, Not(HasSubstr("capturing")));
+  EXPECT_EQ(slurp(tmp_ + "/g2.json"), slurp(tmp_ + "/g.json"));
+
+  // A graph without them (saved before graphs held objects): one clear
+  // error, no hang.
+  nlohmann::json old = nlohmann::json::parse(slurp(tmp_ + "/g.json"));
+  old.erase("captured");
+  old.erase("objects");
+  std::ofstream(tmp_ + "/old.json") << old.dump();
+  const RunResult bare = again("{tmp}/old.json", {});
+  EXPECT_EQ(bare.exit_status, 1) << bare.out << bare.err;
+  EXPECT_THAT(bare.err,
+              HasSubstr("error: the rendezvous store: the 1st broadcast_object_list from rank 0 "
+                        "over ranks 0:1:64: rank 0 is virtual and its object is not known: the "
+                        "graph comes from --graph "));
+  EXPECT_THAT(bare.err, HasSubstr("/old.json, which holds no objects"));
+  EXPECT_THAT(bare.err, HasSubstr("RuntimeError: prism: torch.distributed.broadcast_object_list on "
+                                  "rank 33 from rank 0: "));
 }
 
 // The interleaved schedule's shapes go round: rank 0 (stage 2) receives from
@@ -401,12 +429,20 @@ TEST_F(EmulateProgramTest, APipelineIsCapturedStageByStageThenBuiltAndReused) {
   EXPECT_TRUE(fs::exists(tmp_ + "/slices/slice-rank0.json"));
   EXPECT_TRUE(fs::exists(tmp_ + "/slices/slice-rank2.json"));
 
-  // The same captures build the same graph, byte for byte.
+  // The same captures build the same graph, byte for byte, but for what
+  // --save-graph keeps after it, each role's captured rank and their
+  // objects (this program sends none; prism build keeps neither).
   r = run_prism(args({"build", "--from-slices", "{tmp}/slices", "-o", "{tmp}/b.json"}, {}), tmp_);
   ASSERT_EQ(r.exit_status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("  stage1          2      2  captured rank 2; the same program as "
                                "captured rank 3\n"));
-  EXPECT_EQ(slurp(tmp_ + "/b.json"), slurp(tmp_ + "/g.json"));
+  const std::string saved = slurp(tmp_ + "/g.json");
+  const std::size_t captured = saved.find(",\n  \"captured\": [\n");
+  ASSERT_NE(captured, std::string::npos) << saved;
+  EXPECT_EQ(saved.substr(captured),
+            ",\n  \"captured\": [\n    {\"rank\": 0, \"role\": \"stage0\"},\n    {\"rank\": 2, "
+            "\"role\": \"stage1\"}\n  ],\n  \"objects\": []\n}\n");
+  EXPECT_EQ(slurp(tmp_ + "/b.json"), saved.substr(0, captured) + "\n}\n");
 
   // --graph: no capture, the program runs against the graph it was given.
   r = run_prism(

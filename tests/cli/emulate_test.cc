@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -246,10 +247,28 @@ TEST_F(EmulateWhatIfTest, AStragglerOnARealRankIsRefused) {
 TEST_F(EmulateTest, AGivenGraphIsEmulatedInsteadOfTheModels) {
   RunResult r = run_prism({"build", kJob, "-o", "{tmp}/g.json"}, tmp_);
   ASSERT_EQ(r.exit_status, 0) << r.err;
-  r = emulate("0", {kPlayer}, {"--graph", "{tmp}/g.json", "--report", "{tmp}/r.json"});
+  r = emulate(
+      "0", {kPlayer},
+      {"--graph", "{tmp}/g.json", "--report", "{tmp}/r.json", "--save-graph", "{tmp}/again.json"});
   ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
   const auto report = nlohmann::json::parse(slurp(tmp_ + "/r.json"));
   EXPECT_EQ(report["real_ranks"][0]["ops"], report["real_ranks"][0]["graph_ops"]);
+  // A model's graph holds no captured objects, and saved again stays so.
+  EXPECT_EQ(slurp(tmp_ + "/again.json"), slurp(tmp_ + "/g.json"));
+
+  // Captured objects that do not fit the graph (slicing/graph_objects.h):
+  // one error line naming the file and the entry.
+  auto bad = nlohmann::json::parse(slurp(tmp_ + "/g.json"));
+  const int world = bad["layout"]["world_size"];
+  const std::string role = bad["roles"][0]["name"];
+  bad["captured"] = {{{"role", role}, {"rank", world}}};
+  bad["objects"] = nlohmann::json::array();
+  std::ofstream(tmp_ + "/bad.json") << bad.dump();
+  r = emulate("0", {kPlayer}, {"--graph", "{tmp}/bad.json"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.err, "error: --graph: {tmp}/bad.json: captured 0: rank " + std::to_string(world) +
+                       " of role \"" + role + "\" is not a rank of the graph (0 to " +
+                       std::to_string(world - 1) + ")\n");
 
   fs::copy_file(testing::kSourceDir + "/" + kJob, tmp_ + "/not_a_graph.json");
   r = emulate("0", {kPlayer}, {"--graph", "{tmp}/not_a_graph.json"});

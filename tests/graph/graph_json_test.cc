@@ -169,6 +169,42 @@ TEST(GraphJsonTest, KeepsTheClusterItWasBuiltFor) {
   EXPECT_THAT(bad.status().message(), HasSubstr("cluster"));
 }
 
+// The sections a layer above owns ("captured", "objects":
+// slicing/graph_objects.h) are neither read nor checked by the graph: handed
+// over as JSON text, written after the graph's own one item per line, and
+// left alone by a reader that does not ask for them.
+TEST(GraphJsonTest, KeepsTheSectionsOfALayerAbove) {
+  const ExecutionGraph g = testing::make_pipeline(2, 2, 3, 2);
+  const std::vector<ExtraSection> extra = {{"captured", R"([{"role": "stage0", "rank": 3}])"},
+                                           {"objects", R"([{"key": "k", "base64": ""}, 7])"}};
+  const std::string text = graph_to_json(g, extra);
+  EXPECT_THAT(text, HasSubstr("\n  ],\n  \"captured\": [\n    {\"role\": \"stage0\", \"rank\": 3}\n"
+                              "  ],\n  \"objects\": [\n    {\"key\": \"k\", \"base64\": \"\"},\n"
+                              "    7\n  ]\n}\n"));
+  std::vector<ExtraSection> back;
+  Result<ExecutionGraph> loaded = parse_graph_json(text, "g.json", &back);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  EXPECT_EQ(testing::dump_graph(*loaded), testing::dump_graph(g));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].key, "captured");
+  EXPECT_EQ(back[0].json, R"([{"role":"stage0","rank":3}])");
+  EXPECT_EQ(back[1].key, "objects");
+  EXPECT_EQ(back[1].json, R"([{"key":"k","base64":""},7])");
+  EXPECT_EQ(graph_to_json(*loaded, extra), text);
+  // Whatever they hold, the graph loads; without them, none is handed over.
+  std::string odd = text;
+  odd.replace(odd.find("\"objects\": ["), 12, "\"objects\": 5, \"x\": [");
+  EXPECT_THAT(parse_graph_json(odd, "g.json").status().message(), HasSubstr("unknown field \"x\""));
+  odd = graph_to_json(g, {{"objects", "[]"}});
+  odd.replace(odd.find("\"objects\": []"), 13, "\"objects\": 5");
+  ASSERT_TRUE(parse_graph_json(odd, "g.json", &back).is_ok());
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].json, "5");
+  ASSERT_TRUE(parse_graph_json(graph_to_json(g), "g.json", &back).is_ok());
+  EXPECT_TRUE(back.empty());
+  EXPECT_THAT(graph_to_json(g), Not(HasSubstr("objects")));
+}
+
 TEST(GraphJsonTest, CanonicalTextIsReadable) {
   const std::string text = graph_to_json(load_fixture());
   EXPECT_THAT(text,
