@@ -94,7 +94,10 @@ TEST(ClientTest, WaitHoldsTheRankUntilTheCompletion) {
   const std::vector<wire::Op> ops = f.seen_of<wire::Op>();
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_GE(c->now(), ops[0].at + 20'000'000);
-  EXPECT_LT(c->late(), 1ms);  // at most the last spin's overshoot
+  // The last spin's overshoot: well under 1 ms on an idle host, a few ms
+  // when the host's cores are busy and the thread is descheduled (3.8 ms
+  // seen on the 2-core VM under load); never near the 20 ms waited.
+  EXPECT_LT(c->late(), 10ms);
 }
 
 TEST(ClientTest, WaitSendsAWaitForItsOp) {
