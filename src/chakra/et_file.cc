@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include <fmt/format.h>
+#include <google/protobuf/stubs/logging.h>
 
 namespace prism::chakra {
 namespace {
@@ -65,6 +66,34 @@ std::size_t count_messages(std::string_view bytes, std::size_t pos) {
   return count;
 }
 
+// protobuf says why a message does not parse (a string field with invalid
+// UTF-8) in a log line of its own on stderr; this handler keeps the reason
+// instead, for the one error line (docs/chakra.md, "Import").
+thread_local std::string protobuf_said;
+
+void keep_what_protobuf_says(google::protobuf::LogLevel, const char*, int,
+                             const std::string& message) {
+  protobuf_said = message;
+}
+
+void quiet_protobuf() {
+  static const bool once = (google::protobuf::SetLogHandler(&keep_what_protobuf_says), true);
+  (void)once;
+  protobuf_said.clear();
+}
+
+// ": field ChakraProtoMsg.Node.name holds invalid UTF-8", or nothing.
+std::string why_it_does_not_parse() {
+  constexpr std::string_view kField = "String field '";
+  const std::size_t at = protobuf_said.find(kField);
+  if (at == std::string::npos || protobuf_said.find("invalid UTF-8") == std::string::npos)
+    return {};
+  const std::size_t from = at + kField.size();
+  const std::size_t to = protobuf_said.find('\'', from);
+  if (to == std::string::npos || to - from > 100) return ": a string field holds invalid UTF-8";
+  return fmt::format(": field {} holds invalid UTF-8", protobuf_said.substr(from, to - from));
+}
+
 }  // namespace
 
 std::string trace_file_name(std::string_view prefix, long long rank) {
@@ -103,6 +132,7 @@ Result<EtFile> decode_et(std::string_view bytes, const std::string& source) {
     return Status::invalid_argument(
         fmt::format("{}: empty file (a trace starts with a GlobalMetadata)", source));
   }
+  quiet_protobuf();
   EtFile out;
   out.arena = std::make_unique<Arena>();
   std::size_t pos = 0;
@@ -110,8 +140,8 @@ Result<EtFile> decode_et(std::string_view bytes, const std::string& source) {
   PRISM_ASSIGN_OR_RETURN(const std::string_view meta, next_message(bytes, &pos, at_start));
   auto* metadata = Arena::CreateMessage<GlobalMetadata>(out.arena.get());
   if (!metadata->ParseFromArray(meta.data(), static_cast<int>(meta.size())))
-    return Status::invalid_argument(
-        fmt::format("{}: the GlobalMetadata does not parse", at_start()));
+    return Status::invalid_argument(fmt::format("{}: the GlobalMetadata does not parse{}",
+                                                at_start(), why_it_does_not_parse()));
   out.metadata = metadata;
   out.nodes.reserve(count_messages(bytes, pos));
   while (pos < bytes.size()) {
@@ -122,7 +152,8 @@ Result<EtFile> decode_et(std::string_view bytes, const std::string& source) {
     PRISM_ASSIGN_OR_RETURN(const std::string_view msg, next_message(bytes, &pos, where));
     auto* node = Arena::CreateMessage<Node>(out.arena.get());
     if (!node->ParseFromArray(msg.data(), static_cast<int>(msg.size())))
-      return Status::invalid_argument(fmt::format("{}: the Node does not parse", where()));
+      return Status::invalid_argument(
+          fmt::format("{}: the Node does not parse{}", where(), why_it_does_not_parse()));
     out.nodes.push_back(node);
   }
   return out;

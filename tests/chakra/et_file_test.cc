@@ -137,6 +137,21 @@ TEST(EtFileRejectsTest, MessagesThatDoNotParse) {
                 " (node message 1): the Node does not parse");
 }
 
+// A string field with invalid UTF-8: protobuf's reason in the one error
+// line, and none of protobuf's own log lines on stderr (issue 26).
+TEST(EtFileRejectsTest, InvalidUtf8IsNamedAndProtobufLogsNothing) {
+  ::testing::internal::CaptureStderr();
+  const std::string error = error_of(bytes({0x07, 0x0a, 0x05, '0', 0xff, '0', '.', '4'}));
+  const std::string stderr_text = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(error,
+            "r.3.et: byte 0: the GlobalMetadata does not parse: field "
+            "ChakraProtoMsg.GlobalMetadata.version holds invalid UTF-8");
+  EXPECT_EQ(stderr_text, "");
+  // The reason does not outlive its message: the next failure has its own.
+  EXPECT_EQ(error_of(bytes({0x02, 0x0a, 0x7f})),
+            "r.3.et: byte 0: the GlobalMetadata does not parse");
+}
+
 TEST(CommGroupsTest, WritesOneGroupPerLineFromIdOne) {
   EXPECT_EQ(write_comm_groups({{0, 1}, {2, 3}}), "{\n  \"1\": [0, 1],\n  \"2\": [2, 3]\n}\n");
   EXPECT_EQ(write_comm_groups({}), "{}\n");
