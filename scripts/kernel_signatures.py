@@ -9,6 +9,8 @@ import re
 import sys
 
 GEMM_DTYPES = ("bf16", "fp8")
+# A GEMM's output-accumulate type (`acc=`): C += A B into main_grad.
+ACC_DTYPES = ("fp32", "bf16")
 
 
 # ----------------------------------------------------------------------------
@@ -18,13 +20,14 @@ GEMM_DTYPES = ("bf16", "fp8")
 class Signature:
     """One parsed kernel signature; `text` is the key written back out."""
 
-    def __init__(self, text, kind, dtype, fields, causal, op):
+    def __init__(self, text, kind, dtype, fields, causal, op, acc=None):
         self.text = text
         self.kind = kind  # gemm, attn_fwd, attn_bwd, mem
         self.dtype = dtype  # bf16 / fp8 (gemm, attn), None for mem
         self.fields = fields  # name -> int
         self.causal = causal
         self.op = op  # mem op name
+        self.acc = acc  # gemm: "fp32" / "bf16" when C is accumulated into, else None
 
     def get(self, name, default=None):
         return self.fields.get(name, default)
@@ -38,7 +41,7 @@ def parse_signature(text):
     kind = tokens[0]
     fields = {}
     causal = False
-    dtype = op = None
+    dtype = op = acc = None
     if kind in ("gemm", "attn_fwd", "attn_bwd"):
         if len(tokens) < 2 or tokens[1] not in GEMM_DTYPES:
             raise ValueError("expected a dtype (bf16 or fp8) after '%s'" % kind)
@@ -54,6 +57,13 @@ def parse_signature(text):
     for tok in rest:
         if tok == "causal" and kind.startswith("attn"):
             causal = True
+            continue
+        if tok.startswith("acc=") and kind == "gemm":
+            if acc is not None:
+                raise ValueError("field 'acc' given twice")
+            if tok[4:] not in ACC_DTYPES:
+                raise ValueError("bad accumulate type '%s' (fp32 or bf16)" % tok[4:])
+            acc = tok[4:]
             continue
         m = re.fullmatch(r"([a-z]+)=(\d+)", tok)
         if not m:
@@ -74,7 +84,7 @@ def parse_signature(text):
             raise ValueError("unexpected field '%s' for %s" % (name, kind))
     if kind.startswith("attn") and fields["hq"] % max(fields["hkv"], 1) != 0:
         raise ValueError("hq must be a multiple of hkv")
-    return Signature(" ".join(tokens), kind, dtype, fields, causal, op)
+    return Signature(" ".join(tokens), kind, dtype, fields, causal, op, acc)
 
 
 def read_signatures_from(paths):
@@ -105,12 +115,19 @@ def plan(sig, measure_mem=False):
     if sig.kind == "gemm":
         m, n, k, batch = sig.get("m"), sig.get("n"), sig.get("k"), sig.get("batch", 1)
         if sig.dtype == "bf16":
-            return "torch.bmm [%d,%d,%d]x[%d,%d,%d]" % (batch, m, k, batch, k, n) if batch > 1 \
-                else "torch.matmul [%d,%d]x[%d,%d]" % (m, k, k, n)
+            shapes = "[%d,%d,%d]x[%d,%d,%d]" % (batch, m, k, batch, k, n) if batch > 1 \
+                else "[%d,%d]x[%d,%d]" % (m, k, k, n)
+            if sig.acc is None:
+                return ("torch.bmm " if batch > 1 else "torch.matmul ") + shapes
+            c = "[%d,%d,%d]" % (batch, m, n) if batch > 1 else "[%d,%d]" % (m, n)
+            return "%s %s%s, in place into C%s %s (beta=1)" % (
+                "torch.baddbmm" if batch > 1 else "torch.addmm", shapes,
+                " out_dtype=fp32" if sig.acc == "fp32" else "", c, sig.acc)
         if m % 16 or n % 16 or k % 16:
             return "skip: fp8 GEMM needs m, n, k multiples of 16"
-        return "torch._scaled_mm e4m3 [%d,%d]x[%d,%d] -> bf16%s" % (
-            m, k, k, n, " x%d calls" % batch if batch > 1 else "")
+        return "torch._scaled_mm e4m3 [%d,%d]x[%d,%d] -> %s%s%s" % (
+            m, k, k, n, sig.acc or "bf16", " x%d calls" % batch if batch > 1 else "",
+            " (C not read: _scaled_mm cannot accumulate)" if sig.acc else "")
     if sig.kind.startswith("attn"):
         if sig.dtype != "bf16":
             return "skip: only bf16 attention is measured"

@@ -18,6 +18,17 @@ What runs for each kind:
   gemm fp8 ...               torch._scaled_mm, e4m3 x e4m3 -> bf16, B column-major,
                              unit scales; batch=N is N calls in a row (no batched
                              _scaled_mm). Skipped with a warning where unsupported.
+  gemm bf16 ... acc=fp32     C[m,n] fp32 += A B (a weight gradient added into
+                             main_grad): torch.addmm(C, A, B, out_dtype=float32,
+                             out=C), batch=N torch.baddbmm the same way
+                             (aten::addmm.dtype_out, CUDA only: skipped on CPU);
+                             if torch refuses out=C, the allocating form
+                             (a fresh fp32 C written, not read) and the source
+                             column says "allocating".
+  gemm bf16 ... acc=bf16     torch.addmm(C, A, B, out=C) / torch.baddbmm, C bf16.
+  gemm fp8 ... acc=T         torch._scaled_mm with out_dtype T: it cannot
+                             accumulate, so C is written, not read (the time
+                             misses one read of C).
   attn_fwd / attn_bwd        F.scaled_dot_product_attention on [b,h,s,d] bf16,
                              flash backend forced on CUDA; GQA with enable_gqa=True
                              (torch >= 2.5), else kv heads repeated before timing.
@@ -170,7 +181,7 @@ class Measurer:
                            args.timeout_per_kernel)
         self.gqa_native = self._has_enable_gqa()
         self.gqa_note_done = False
-        self.last_backend = ""  # the attention backend of the last measurement
+        self.last_backend = ""  # the backend or form of the last measurement (source column)
 
     def _has_enable_gqa(self):
         v = self.torch.__version__.split("+")[0].split(".")
@@ -195,6 +206,8 @@ class Measurer:
     def _gemm(self, sig):
         t = self.torch
         m, n, k, batch = sig.get("m"), sig.get("n"), sig.get("k"), sig.get("batch", 1)
+        if sig.dtype == "bf16" and sig.acc is not None:
+            return self._gemm_accumulate(sig)
         if sig.dtype == "bf16":
             if batch > 1:
                 a, b = self._randn(batch, m, k), self._randn(batch, k, n)
@@ -212,9 +225,12 @@ class Measurer:
         b = [self._randn(n, k).to(fp8).t() for _ in range(batch)]
         one = t.tensor(1.0, device=self.device, dtype=t.float32)
 
+        # An accumulating GEMM (acc=T) writes T: _scaled_mm cannot read C.
+        out_dtype = t.float32 if sig.acc == "fp32" else t.bfloat16
+
         def run():
             for i in range(batch):
-                t._scaled_mm(a[i], b[i], scale_a=one, scale_b=one, out_dtype=t.bfloat16)
+                t._scaled_mm(a[i], b[i], scale_a=one, scale_b=one, out_dtype=out_dtype)
 
         try:
             run()
@@ -223,6 +239,41 @@ class Measurer:
                 raise
             raise Skip("torch._scaled_mm failed: %s" % str(e).splitlines()[0])
         return self.timer.median_us(run)
+
+    def _gemm_accumulate(self, sig):
+        """C += A B in C's type (cuBLAS beta = 1), as main_grad receives a
+        weight gradient; bf16 inputs."""
+        t = self.torch
+        m, n, k, batch = sig.get("m"), sig.get("n"), sig.get("k"), sig.get("batch", 1)
+        op = t.baddbmm if batch > 1 else t.addmm
+        lead = (batch,) if batch > 1 else ()
+        a, b = self._randn(*lead, m, k), self._randn(*lead, k, n)
+        if sig.acc == "bf16":
+            c = t.zeros(*lead, m, n, device=self.device, dtype=t.bfloat16)
+            return self.timer.median_us(lambda: op(c, a, b, out=c))
+        # bf16 x bf16 -> fp32 output: aten::addmm.dtype / baddbmm.dtype exist
+        # on CUDA only; never called on another device.
+        if self.device.type != "cuda":
+            raise Skip("acc=fp32 needs CUDA (aten::addmm.dtype_out)")
+        c = t.zeros(*lead, m, n, device=self.device, dtype=t.float32)
+        try:
+            op(c, a, b, out_dtype=t.float32, out=c)
+            self.last_backend = "addmm in place" if batch == 1 else "baddbmm in place"
+            return self.timer.median_us(lambda: op(c, a, b, out_dtype=t.float32, out=c))
+        except (RuntimeError, TypeError) as e:
+            if _is_oom(t, e):
+                raise
+            log("%s: out=C refused (%s); timing the allocating form" %
+                (sig.text, str(e).splitlines()[0]))
+        try:
+            op(c, a, b, out_dtype=t.float32)
+        except (RuntimeError, TypeError) as e:
+            if _is_oom(t, e):
+                raise
+            raise Skip("%s out_dtype=float32 failed: %s" %
+                       (op.__name__, str(e).splitlines()[0]))
+        self.last_backend = "addmm allocating" if batch == 1 else "baddbmm allocating"
+        return self.timer.median_us(lambda: op(c, a, b, out_dtype=t.float32))
 
     def _attention(self, sig):
         t = self.torch

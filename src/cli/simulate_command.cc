@@ -26,7 +26,7 @@ std::string kernels_csv(const PreparedJob& p) {
   std::string out = "gpu,signature,model_us,source,count\n";
   for (const KernelUse& k : p.built.kernels) {
     out += fmt::format("{},{},{:.3f},{},{}\n", p.gpu.name, k.signature, k.time.ns / 1e3,
-                       k.measured ? "measured" : "model", k.count);
+                       to_string(k.source), k.count);
   }
   return out;
 }

@@ -26,9 +26,13 @@ double d(std::int64_t v) {
 
 }  // namespace
 
-Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype, std::int64_t batch) {
+Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype, std::int64_t batch,
+            std::optional<DType> acc) {
   PRISM_CHECK(m >= 0 && n >= 0 && k >= 0 && batch >= 0,
               fmt::format("gemm: negative size m={} n={} k={} batch={}", m, n, k, batch));
+  PRISM_CHECK(
+      !acc || *acc == DType::kFloat32 || *acc == DType::kBFloat16 || *acc == DType::kFloat16,
+      fmt::format("gemm: cannot accumulate in {}", to_string(acc.value_or(dtype))));
   Kernel r;
   r.kind = KernelKind::kGemm;
   r.dtype = dtype;
@@ -36,6 +40,7 @@ Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype, std::in
   r.n = n;
   r.k = k;
   r.batch = batch;
+  r.acc = acc;
   return r;
 }
 
@@ -80,6 +85,7 @@ std::string signature(const Kernel& k) {
       std::string s =
           fmt::format("gemm {} m={} n={} k={}", signature_dtype(k.dtype), k.m, k.n, k.k);
       if (k.batch > 1) s += fmt::format(" batch={}", k.batch);
+      if (k.acc) s += fmt::format(" acc={}", signature_dtype(*k.acc));
       return s;
     }
     case KernelKind::kAttentionForward:
@@ -123,7 +129,8 @@ double kernel_bytes(const Kernel& k) {
     case KernelKind::kGemm: {
       if (k.m == 0 || k.n == 0 || k.batch == 0) return 0;  // nothing to compute
       const double in = dtype_size(k.dtype);
-      const double out = gemm_output_bytes(k.dtype);
+      // Accumulating: C read and written in its type; else written once.
+      const double out = k.acc ? 2.0 * dtype_size(*k.acc) : gemm_output_bytes(k.dtype);
       return d(k.batch) * (in * (d(k.m) * d(k.k) + d(k.k) * d(k.n)) + out * d(k.m) * d(k.n));
     }
     case KernelKind::kAttentionForward:

@@ -25,6 +25,10 @@
 // bytes / HBM), and tends to the cap for large shapes.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
 #include "compute/gpu_spec.h"
 #include "compute/kernel.h"
 #include "compute/kernel_db.h"
@@ -32,21 +36,37 @@
 
 namespace prism {
 
+// Where a kernel's time comes from: the database, the database's time of
+// the same GEMM without `acc` scaled by the curves' ratio (an accumulating
+// GEMM whose plain signature was measured), or the curves.
+enum class KernelSource : std::uint8_t { kModel, kMeasured, kMeasuredPlainScaled };
+
+// "model", "measured", "measured (plain) x model": the source column of
+// `prism simulate --kernels`.
+std::string_view to_string(KernelSource s);
+
 class KernelModel {
  public:
   // `db` may be null (model only); it must outlive the model. `gpu` must pass
   // validate_gpu_spec() (checked).
   KernelModel(GpuSpec gpu, const KernelDb* db);
   // Rounded up to a nanosecond; at least the GPU's launch floor. A measured
-  // time is used as is (us -> ns, rounded up), floor or not.
+  // time is used as is (us -> ns, rounded up), floor or not. A GEMM with
+  // `acc` not in the database whose plain signature (acc cleared) is:
+  // measured plain ns x modeled(k) / modeled(plain), rounded up.
   SimTime time(const Kernel& k) const;
-  // Whether time(k) came from the database.
-  bool measured(const Kernel& k) const;
+  // Where time(k) comes from.
+  KernelSource source(const Kernel& k) const;
+  // Whether time(k) came from the database (directly or scaled from the
+  // plain GEMM's measurement).
+  bool measured(const Kernel& k) const { return source(k) != KernelSource::kModel; }
   // The efficiency curves' time, ignoring the database.
   SimTime modeled(const Kernel& k) const;
   const GpuSpec& gpu() const { return gpu_; }
 
  private:
+  // The database's time of k, or of its plain GEMM scaled (see time()).
+  std::optional<double> measured_ns(const Kernel& k, KernelSource* source) const;
   double gemm_s(const Kernel& k) const;
   double attention_s(const Kernel& k) const;
   double memory_s(double bytes) const;

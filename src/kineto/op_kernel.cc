@@ -271,6 +271,29 @@ bool has_input_dims(const TraceEvent& op) {
   return dims != nullptr && dims->is_array();
 }
 
+// addmm / baddbmm (C, A, B; then beta, alpha, or out_dtype, beta, alpha in
+// the .dtype overloads): a C of the product's full shape, read (beta != 0),
+// is accumulated into, as a weight gradient into main_grad: `acc` C's type.
+// A bias (C of one row, broadcast) leaves the plain GEMM. A 0 at position 3
+// or 4 is taken as beta 0 (an out_dtype is never 0, uint8; alpha 0 would
+// leave no product).
+OpKernel accumulating(const Inputs& in, OpKernel k) {
+  if (!k.kernel) return k;
+  Kernel& g = *k.kernel;
+  const std::optional<Dims>* d = in.dim(0);
+  if (d == nullptr || !*d) return k;
+  const Dims& c = **d;
+  const Dims full = c.size() == 3 ? Dims{g.batch, g.m, g.n} : Dims{g.m, g.n};
+  if (c != full) return k;
+  for (std::size_t i : {3, 4}) {
+    const std::string_view v = i < in.concrete.size() ? in.concrete[i] : "";
+    if (v == "0" || v == "0." || v == "0.0") return k;  // C not read
+  }
+  const std::optional<DType> t = dtype_of(in.type(0));
+  if (t && (*t == DType::kFloat32 || *t == DType::kBFloat16 || *t == DType::kFloat16)) g.acc = t;
+  return k;
+}
+
 OpKernel kernel_of_op(const TraceEvent& op) {
   if (!has_input_dims(op)) return no("no input shapes recorded");
   const Inputs in = read_inputs(op);
@@ -282,11 +305,13 @@ OpKernel kernel_of_op(const TraceEvent& op) {
     if (k.kernel && name == "aten::mm" && is_fp8(k.kernel->dtype)) return no("fp8 without scales");
     return k;
   }
-  // In place (addmm_, baddbmm_): C += A B, as a weight gradient
-  // accumulated into main_grad; the same signature as C = A B.
-  if (name == "aten::addmm" || name == "aten::addmm_") return gemm_inputs(in, 1, 2, 2, 2);
+  // C + A B (in place for addmm_, baddbmm_): accumulating() tells a C that
+  // is accumulated into from a bias.
+  if (name == "aten::addmm" || name == "aten::addmm_")
+    return accumulating(in, gemm_inputs(in, 1, 2, 2, 2));
   if (name == "aten::bmm") return gemm_inputs(in, 0, 1, 3, 3);
-  if (name == "aten::baddbmm" || name == "aten::baddbmm_") return gemm_inputs(in, 1, 2, 3, 3);
+  if (name == "aten::baddbmm" || name == "aten::baddbmm_")
+    return accumulating(in, gemm_inputs(in, 1, 2, 3, 3));
   if (name == "aten::matmul") return gemm_inputs(in, 0, 1, 0, 0);
   if (name == "aten::linear") return gemm_inputs(in, 0, 1, 0, 2, true);
   return no("not an op with a kernel signature");

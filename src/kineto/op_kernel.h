@@ -18,9 +18,11 @@
 //                                                          counts them
 // An op of that list whose recorded inputs do not form such a kernel (a
 // vector product, a mask, mixed types, no shapes) gives the reason instead.
-// In-place addmm_/baddbmm_ (C += A B: a weight gradient accumulated into
-// main_grad without Megatron's fused kernel) keep the plain GEMM signature,
-// as the builder's weight-gradient GEMMs do.
+// addmm(_)/baddbmm(_) whose C has the product's full shape and beta != 0
+// (C += A B: a weight gradient accumulated into main_grad without Megatron's
+// fused kernel, or torch.addmm(C, A, B, out_dtype=float32, out=C)) give
+// `acc=` C's type, as the builder's weight-gradient GEMMs; a bias (one row)
+// gives the plain GEMM.
 #pragma once
 
 #include <optional>

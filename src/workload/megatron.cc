@@ -27,7 +27,8 @@ SimTime StageBuilder::kernel_time(const Kernel& k) {
   if (first_use) {
     use.signature = std::move(sig);
     use.time = km_.time(k);
-    use.measured = km_.measured(k);
+    use.source = km_.source(k);
+    use.measured = use.source != KernelSource::kModel;
   }
   ++use.count;
   return use.time;
@@ -45,6 +46,12 @@ void StageBuilder::gemm_fwd(std::int64_t m, std::int64_t n, std::int64_t k, std:
 // Y[m,n] = X[m,k] W[k,n]: dX = dY W^T is (m, k, n); dW = X^T dY is (k, n, m).
 void StageBuilder::gemm_bwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view dgrad,
                             std::string_view wgrad, std::int64_t batch) {
+  kernel(gemm(m, k, n, x_.gemm_dtype, batch), dgrad);
+  kernel(wgrad_gemm(k, n, m, x_.gemm_dtype, batch), wgrad);
+}
+
+void StageBuilder::bmm_bwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view dgrad,
+                           std::string_view wgrad, std::int64_t batch) {
   kernel(gemm(m, k, n, x_.gemm_dtype, batch), dgrad);
   kernel(gemm(k, n, m, x_.gemm_dtype, batch), wgrad);
 }

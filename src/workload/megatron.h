@@ -48,7 +48,8 @@ struct KernelUse {
   std::string signature;
   std::int64_t count = 0;
   SimTime time;
-  bool measured = false;
+  bool measured = false;  // source != kModel
+  KernelSource source = KernelSource::kModel;
 };
 
 // Per role: what one rank of the role holds, for reports and tests.

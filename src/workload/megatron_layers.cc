@@ -183,7 +183,7 @@ int StageBuilder::unfused_attention_backward() {
   const std::int64_t scores = batch * x_.s * x_.s;
   const int grad_qkv = alloc(kBf16 * x_.T * x_.qkv_out, "grad.qkv");
   const int grad_probs = alloc(kBf16 * scores, "grad.attn_probs");
-  gemm_bwd(x_.s, x_.d, x_.s, "attn_context_dgrad", "attn_context_wgrad", batch);
+  bmm_bwd(x_.s, x_.d, x_.s, "attn_context_dgrad", "attn_context_wgrad", batch);
   int grad_scores = grad_probs;  // the softmax's backward works in place
   if (x_.attention_dropout) {
     release("attn_probs");
@@ -194,7 +194,7 @@ int StageBuilder::unfused_attention_backward() {
   }
   mem("softmax_bwd", kBf16 * 3 * scores);
   release("attn_softmax");
-  gemm_bwd(x_.s, x_.s, x_.d, "attn_scores_dgrad", "attn_scores_wgrad", batch);
+  bmm_bwd(x_.s, x_.s, x_.d, "attn_scores_dgrad", "attn_scores_wgrad", batch);
   free(grad_scores);
   release("qkv");
   return grad_qkv;
@@ -263,7 +263,7 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
   fp8_cast("fp8_cast_grad", (m.tensor_parallel && x_.sp ? x_.Tsp : rows) * x_.h);
   if (ub && x_.ub_ag) {
     ring_all_gather_gemm(m.tokens, m.f_in, x_.h, "fc2_dgrad");
-    kernel(gemm(m.f_in, x_.h, m.tokens, x_.gemm_dtype), "fc2_wgrad");
+    kernel(wgrad_gemm(m.f_in, x_.h, m.tokens, x_.gemm_dtype), "fc2_wgrad");
   } else {
     if (m.tensor_parallel) tp_output_bwd();
     gemm_bwd(m.tokens, x_.h, m.f_in, p + "fc2_dgrad", p + "fc2_wgrad", m.batch);
@@ -373,7 +373,7 @@ int StageBuilder::attention_backward() {
   fp8_cast("fp8_cast_grad", x_.Tsp * x_.h);
   if (x_.ub_ag) {
     ring_all_gather_gemm(x_.T, x_.attn_out, x_.h, "proj_dgrad");
-    kernel(gemm(x_.attn_out, x_.h, x_.T, x_.gemm_dtype), "proj_wgrad");
+    kernel(wgrad_gemm(x_.attn_out, x_.h, x_.T, x_.gemm_dtype), "proj_wgrad");
   } else {
     tp_output_bwd();
     gemm_bwd(x_.T, x_.h, x_.attn_out, "proj_dgrad", "proj_wgrad");
@@ -507,7 +507,7 @@ void StageBuilder::output_layer(bool backward) {
     const Held grad = x_.te_cross_entropy ? take("logits") : Held{grad_logits, 0};
     deferred_wgrad_.push_back({input, grad});
   } else {
-    kernel(gemm(x_.h, x_.vocab, x_.T), "logits_wgrad");
+    kernel(wgrad_gemm(x_.h, x_.vocab, x_.T, DType::kBFloat16), "logits_wgrad");
     if (x_.te_cross_entropy) {
       release("logits");
     } else {
@@ -549,7 +549,7 @@ void StageBuilder::drain_deferred_wgrad() {
     if (x_.sp)
       collective(CollectiveKind::kAllGather, kCompute, slots_.tp, kBf16 * x_.T * x_.h,
                  "tp_all_gather");
-    kernel(gemm(x_.h, x_.vocab, x_.T), "logits_wgrad");
+    kernel(wgrad_gemm(x_.h, x_.vocab, x_.T, DType::kBFloat16), "logits_wgrad");
     free_transient(gathered);
     free(d.grad_logits);
     free(d.input);

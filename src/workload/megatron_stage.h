@@ -150,8 +150,23 @@ class StageBuilder {
   SimTime kernel_time(const Kernel& k);
   void gemm_fwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name,
                 std::int64_t batch = 1);
+  // A linear layer's backward: dgrad, then the weight gradient accumulated
+  // into main_grad (wgrad_gemm()).
   void gemm_bwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view dgrad,
                 std::string_view wgrad, std::int64_t batch = 1);
+  // The same two GEMMs for a product of activations (the unfused attention's
+  // score and context bmm): no weight, so the "wgrad" writes a fresh output.
+  void bmm_bwd(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view dgrad,
+               std::string_view wgrad, std::int64_t batch);
+  // A weight's gradient dW[m,n] = X^T dY: Megatron's
+  // gradient_accumulation_fusion (LinearWithGradAccumulationAndAsyncCommunication,
+  // drain_embedding_wgrad_compute: wgrad_gemm_accum_fp32/_fp16; TE's
+  // fuse_wgrad_accumulation: accumulate=True, out=main_grad) adds it into
+  // main_grad, in the grad buffer's type.
+  Kernel wgrad_gemm(std::int64_t m, std::int64_t n, std::int64_t k, DType dtype,
+                    std::int64_t batch = 1) const {
+    return gemm(m, n, k, dtype, batch, grad_dtype());
+  }
   void mem(std::string_view name, std::int64_t bytes) { kernel(memory_bound(name, bytes), name); }
   // FP8: Transformer Engine's cast of a GEMM operand of `elements`.
   void fp8_cast(std::string_view name, std::int64_t elements) {

@@ -84,7 +84,7 @@ int StageBuilder::column_parallel_backward(std::string_view layer, std::int64_t 
   const int grad_input =
       alloc(kBf16 * (x_.ub_bulk_wgrad ? m / x_.t : m) * k, fmt::format("grad.{}_input", layer));
   const std::string dgrad = fmt::format("{}_dgrad", layer), wgrad = fmt::format("{}_wgrad", layer);
-  const Kernel dx = gemm(m, k, n, x_.gemm_dtype), dw = gemm(k, n, m, x_.gemm_dtype);
+  const Kernel dx = gemm(m, k, n, x_.gemm_dtype), dw = wgrad_gemm(k, n, m, x_.gemm_dtype);
   const std::int64_t bytes = kBf16 * m * k;  // X and dX, full sequence
   if (x_.ub_bulk_dgrad) {
     bulk_overlap(CollectiveKind::kAllGather, bytes, dx, dgrad, dgrad_sms);

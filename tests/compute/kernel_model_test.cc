@@ -181,6 +181,45 @@ TEST(KernelModelDbTest, MeasuredTimesOverrideExactly) {
   EXPECT_EQ(m.time(gemm(1, 1, 1)), plain.time(gemm(1, 1, 1)));
 }
 
+// An accumulating GEMM measured only without `acc`: the plain measurement
+// scaled by the curves' ratio, rounded up; its own row wins when there is one.
+TEST(KernelModelDbTest, AccumulatingGemmScalesItsPlainMeasurement) {
+  const KernelDb db = *KernelDb::parse(
+      "gpu,signature,us,source\n"
+      "H100-SXM5-80GB,gemm bf16 m=8192 n=3072 k=512,100,test\n"
+      "H100-SXM5-80GB,gemm bf16 m=4096 n=4096 k=4096,200,test\n"
+      "H100-SXM5-80GB,gemm bf16 m=4096 n=4096 k=4096 acc=fp32,250.5,test\n",
+      "db.csv", "H100-SXM5-80GB");
+  const KernelModel m = model("H100-SXM5-80GB", &db);
+  const Kernel plain = gemm(8192, 3072, 512);
+  const Kernel acc = gemm(8192, 3072, 512, DType::kBFloat16, 1, DType::kFloat32);
+  // k = 512: the fp32 read and write of C makes the curves memory-bound.
+  const double mp = static_cast<double>(m.modeled(plain).ns);
+  const double ma = static_cast<double>(m.modeled(acc).ns);
+  ASSERT_GT(ma, mp);
+  EXPECT_EQ(m.source(plain), KernelSource::kMeasured);
+  EXPECT_EQ(m.source(acc), KernelSource::kMeasuredPlainScaled);
+  EXPECT_TRUE(m.measured(acc));
+  EXPECT_EQ(m.time(acc).ns, static_cast<std::int64_t>(std::ceil(100e3 * ma / mp)));
+  EXPECT_GT(m.time(acc).ns, 100000);
+  EXPECT_EQ(to_string(m.source(acc)), "measured (plain) x model");
+
+  // Measured with acc: that row, as is.
+  const Kernel own = gemm(4096, 4096, 4096, DType::kBFloat16, 1, DType::kFloat32);
+  EXPECT_EQ(m.source(own), KernelSource::kMeasured);
+  EXPECT_EQ(m.time(own).ns, 250500);
+  // Neither measured (the other acc type has no row, nor has its plain GEMM
+  // with another shape): the curves.
+  const Kernel none = gemm(8192, 3072, 1024, DType::kBFloat16, 1, DType::kBFloat16);
+  EXPECT_EQ(m.source(none), KernelSource::kModel);
+  EXPECT_FALSE(m.measured(none));
+  EXPECT_EQ(m.time(none), m.modeled(none));
+  EXPECT_EQ(to_string(KernelSource::kModel), "model");
+  EXPECT_EQ(to_string(KernelSource::kMeasured), "measured");
+  // Without a database, the curves.
+  EXPECT_EQ(model("H100-SXM5-80GB").source(acc), KernelSource::kModel);
+}
+
 TEST(KernelModelDeathTest, RejectsAnInvalidSpec) {
   GpuSpec g = *gpu_spec("H100-SXM5-80GB");
   g.hbm_efficiency = 2;

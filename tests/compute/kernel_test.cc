@@ -15,6 +15,17 @@ TEST(KernelSignatureTest, Gemm) {
   EXPECT_EQ(signature(gemm(0, 8, 8, DType::kBFloat16, 0)), "gemm bf16 m=0 n=8 k=8");
 }
 
+TEST(KernelSignatureTest, AccumulatingGemmAppendsAccLast) {
+  EXPECT_EQ(signature(gemm(8192, 3072, 8192, DType::kBFloat16, 1, DType::kFloat32)),
+            "gemm bf16 m=8192 n=3072 k=8192 acc=fp32");
+  EXPECT_EQ(signature(gemm(4096, 1024, 512, DType::kFloat8E4M3, 8, DType::kBFloat16)),
+            "gemm fp8 m=4096 n=1024 k=512 batch=8 acc=bf16");
+  // Not accumulating: the plain signature, and acc does not change the FLOPs.
+  EXPECT_EQ(signature(gemm(8, 8, 8, DType::kBFloat16, 1, std::nullopt)), "gemm bf16 m=8 n=8 k=8");
+  EXPECT_DOUBLE_EQ(kernel_flops(gemm(2, 3, 5, DType::kBFloat16, 4, DType::kFloat32)),
+                   kernel_flops(gemm(2, 3, 5, DType::kBFloat16, 4)));
+}
+
 TEST(KernelSignatureTest, Attention) {
   EXPECT_EQ(signature(attention(false, 1, 16, 2, 8192, 8192, 128, true)),
             "attn_fwd bf16 b=1 hq=16 hkv=2 sq=8192 skv=8192 d=128 causal");
@@ -89,6 +100,17 @@ TEST(KernelBytesTest, Gemm) {
   EXPECT_DOUBLE_EQ(kernel_bytes(gemm(2, 3, 5, DType::kFloat32)), 4.0 * 31);
 }
 
+TEST(KernelBytesTest, AccumulatingGemmReadsAndWritesItsOutput) {
+  // A, B in the input type; C read and written in the acc type.
+  EXPECT_DOUBLE_EQ(kernel_bytes(gemm(2, 3, 5, DType::kBFloat16, 1, DType::kFloat32)),
+                   2.0 * 25 + 2 * 4.0 * 6);
+  EXPECT_DOUBLE_EQ(kernel_bytes(gemm(2, 3, 5, DType::kBFloat16, 4, DType::kBFloat16)),
+                   4 * (2.0 * 25 + 2 * 2.0 * 6));
+  EXPECT_DOUBLE_EQ(kernel_bytes(gemm(2, 3, 5, DType::kFloat8E4M3, 1, DType::kFloat32)),
+                   1.0 * 25 + 2 * 4.0 * 6);
+  EXPECT_DOUBLE_EQ(kernel_bytes(gemm(0, 3, 5, DType::kBFloat16, 1, DType::kFloat32)), 0);
+}
+
 TEST(KernelBytesTest, Attention) {
   // b=2 hq=4 hkv=2 sq=8 skv=16 d=32, bf16.
   const double q = 2.0 * 8 * 4 * 32 * 2;
@@ -105,6 +127,8 @@ TEST(KernelBytesTest, MemoryBound) {
 
 TEST(KernelDeathTest, InvalidShapesAreBugs) {
   EXPECT_DEATH(gemm(-1, 2, 3), "negative");
+  EXPECT_DEATH(gemm(2, 3, 5, DType::kBFloat16, 1, DType::kFloat8E4M3), "cannot accumulate in");
+  EXPECT_DEATH(gemm(2, 3, 5, DType::kBFloat16, 1, DType::kInt32), "cannot accumulate in");
   EXPECT_DEATH(attention(false, 1, 6, 4, 8, 8, 8, false), "multiple of hkv");
   EXPECT_DEATH(memory_bound("bad,name", 8), "one word");
   EXPECT_DEATH(memory_bound("", 8), "one word");

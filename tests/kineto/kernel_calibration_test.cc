@@ -146,8 +146,9 @@ TEST(KernelCalibrationTest, AKernelWithoutExternalIdIsTiedThroughItsLaunch) {
             "H100-SXM5-80GB,gemm bf16 m=64 n=16 k=32,9.500,kineto t.json 2026-11-27,1\n");
 }
 
-// C += A B into an fp32 main_grad (addmm_) keeps the GEMM's signature, as
-// the builder's weight gradients do; a softmax is the builder's softmax_fwd.
+// C += A B into an fp32 main_grad (addmm_) is the accumulating GEMM (acc=fp32),
+// as the builder's weight gradients; with beta = 0 (C not read) and with a
+// bias row it is the plain GEMM; a softmax is the builder's softmax_fwd.
 TEST(KernelCalibrationTest, AccumulatingGemmsAndSoftmaxMap) {
   TraceJson t = one_gemm(5);
   t.add("cpu_op", "aten::addmm_", 100, 5,
@@ -156,6 +157,22 @@ TEST(KernelCalibrationTest, AccumulatingGemmsAndSoftmaxMap) {
          {"Input type", {"float", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"}},
          {"Concrete Inputs", {"", "", "", "1", "1"}}});
   t.kernel("sm90_gemm_accumulate", 200, 7, 7, {{"External id", 8}});
+  // addmm.dtype (out_dtype before beta) into bf16, batched: acc=bf16.
+  t.add("cpu_op", "aten::baddbmm", 500, 5,
+        {{"External id", 10},
+         {"Input Dims",
+          {{2, 64, 16}, {2, 64, 32}, {2, 32, 16}, Json::array(), Json::array(), Json::array()}},
+         {"Input type",
+          {"c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar", "Scalar"}},
+         {"Concrete Inputs", {"", "", "", "15", "1", "1"}}});
+  t.kernel("sm90_gemm_baddbmm", 600, 3, 7, {{"External id", 10}});
+  // beta = 0: C is not read.
+  t.add("cpu_op", "aten::addmm", 700, 5,
+        {{"External id", 11},
+         {"Input Dims", {{64, 16}, {64, 32}, {32, 16}, Json::array(), Json::array()}},
+         {"Input type", {"float", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"}},
+         {"Concrete Inputs", {"", "", "", "0", "1"}}});
+  t.kernel("sm90_gemm_beta0", 800, 9, 7, {{"External id", 11}});
   t.add("cpu_op", "aten::_softmax", 300, 5,
         {{"External id", 9},
          {"Input Dims", {{2, 4, 16, 16}, Json::array(), Json::array()}},
@@ -166,7 +183,10 @@ TEST(KernelCalibrationTest, AccumulatingGemmsAndSoftmaxMap) {
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_EQ(kernel_db_csv(r.value()),
             "gpu,signature,us,source,count\n"
-            "H100-SXM5-80GB,gemm bf16 m=64 n=16 k=32,6.000,kineto t.json 2026-11-27,2\n"
+            "H100-SXM5-80GB,gemm bf16 m=64 n=16 k=32,7.000,kineto t.json 2026-11-27,2\n"
+            "H100-SXM5-80GB,gemm bf16 m=64 n=16 k=32 acc=fp32,7.000,kineto t.json 2026-11-27,1\n"
+            "H100-SXM5-80GB,gemm bf16 m=64 n=16 k=32 batch=2 acc=bf16,3.000,kineto t.json "
+            "2026-11-27,1\n"
             "H100-SXM5-80GB,mem softmax_fwd bytes=8192,2.000,kineto t.json 2026-11-27,1\n");
 }
 

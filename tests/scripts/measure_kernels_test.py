@@ -33,6 +33,14 @@ class SignatureTest(unittest.TestCase):
         self.assertEqual((s.kind, s.causal, s.get("skv")), ("attn_bwd", False, 2048))
         s = mk.parse_signature("mem  rmsnorm_fwd   bytes=1024")
         self.assertEqual((s.op, s.text), ("rmsnorm_fwd", "mem rmsnorm_fwd bytes=1024"))
+        self.assertIsNone(mk.parse_signature("gemm bf16 m=1 n=1 k=1").acc)
+
+    def test_parses_accumulating_gemms(self):
+        # A weight gradient added into main_grad: `acc=` after the sizes.
+        s = mk.parse_signature("gemm bf16 m=4096 n=1024 k=8192 batch=4 acc=fp32")
+        self.assertEqual((s.acc, s.get("batch"), s.text),
+                         ("fp32", 4, "gemm bf16 m=4096 n=1024 k=8192 batch=4 acc=fp32"))
+        self.assertEqual(mk.parse_signature("gemm fp8 m=16 n=16 k=16 acc=bf16").acc, "bf16")
 
     def test_refuses_what_is_not_a_signature(self):
         for text, why in [("conv bf16 m=1", "unknown kernel kind 'conv'"),
@@ -40,7 +48,12 @@ class SignatureTest(unittest.TestCase):
                           ("gemm bf16 m=1 n=1", "missing field 'k'"),
                           ("gemm bf16 m=1 n=1 k=1 d=3", "unexpected field 'd'"),
                           ("attn_fwd bf16 b=1 hq=6 hkv=4 sq=1 skv=1 d=1", "multiple of hkv"),
-                          ("gemm bf16 m=x n=1 k=1", "bad field 'm=x'")]:
+                          ("gemm bf16 m=x n=1 k=1", "bad field 'm=x'"),
+                          ("gemm bf16 m=1 n=1 k=1 acc=fp16", "bad accumulate type 'fp16'"),
+                          ("gemm bf16 m=1 n=1 k=1 acc=", "bad accumulate type ''"),
+                          ("gemm bf16 m=1 n=1 k=1 acc=fp32 acc=bf16", "'acc' given twice"),
+                          ("attn_fwd bf16 b=1 hq=1 hkv=1 sq=1 skv=1 d=1 acc=fp32",
+                           "bad field 'acc=fp32'")]:
             with self.assertRaises(ValueError) as e:
                 mk.parse_signature(text)
             self.assertIn(why, str(e.exception), text)
@@ -60,6 +73,21 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(self.plan("gemm fp8 m=4096 n=1024 k=512 batch=4"),
                          "torch._scaled_mm e4m3 [4096,512]x[512,1024] -> bf16 x4 calls")
         self.assertEqual(self.plan("gemm fp8 m=4096 n=8 k=512"),
+                         "skip: fp8 GEMM needs m, n, k multiples of 16")
+
+    def test_accumulating_gemms(self):
+        self.assertEqual(self.plan("gemm bf16 m=4096 n=1024 k=512 acc=fp32"),
+                         "torch.addmm [4096,512]x[512,1024] out_dtype=fp32, in place into "
+                         "C[4096,1024] fp32 (beta=1)")
+        self.assertEqual(self.plan("gemm bf16 m=64 n=32 k=16 batch=8 acc=fp32"),
+                         "torch.baddbmm [8,64,16]x[8,16,32] out_dtype=fp32, in place into "
+                         "C[8,64,32] fp32 (beta=1)")
+        self.assertEqual(self.plan("gemm bf16 m=64 n=32 k=16 acc=bf16"),
+                         "torch.addmm [64,16]x[16,32], in place into C[64,32] bf16 (beta=1)")
+        self.assertEqual(self.plan("gemm fp8 m=4096 n=1024 k=512 batch=2 acc=fp32"),
+                         "torch._scaled_mm e4m3 [4096,512]x[512,1024] -> fp32 x2 calls "
+                         "(C not read: _scaled_mm cannot accumulate)")
+        self.assertEqual(self.plan("gemm fp8 m=4096 n=8 k=512 acc=fp32"),
                          "skip: fp8 GEMM needs m, n, k multiples of 16")
 
     def test_attention_including_cp_halves(self):
@@ -85,7 +113,7 @@ class DryRunTest(unittest.TestCase):
             extra = os.path.join(d, "extra.txt")
             with open(extra, "w") as f:
                 f.write("# one shared with the golden list, two new, one bad\n"
-                        "gemm bf16 m=1024 n=1536 k=2048\n"
+                        "gemm bf16 m=1024 n=1536 k=2048 acc=fp32\n"
                         "attn_fwd bf16 b=1 hq=8 hkv=8 sq=2048 skv=1024 d=64\n"
                         "gemm fp8 m=1024 n=1536 k=2048\n"
                         "gemm bf16 m=1\n")
@@ -150,6 +178,29 @@ class ProfileTest(unittest.TestCase):
             self.assertEqual(count("aten::scaled_dot_product_attention"), 3)
             bmm = next(e for e in ops if e["name"] == "aten::bmm")
             self.assertEqual(bmm["args"]["Input Dims"], [[2, 64, 16], [2, 16, 32]])
+
+    def test_accumulating_gemms_on_the_cpu(self):
+        # acc=bf16 runs in place (addmm/baddbmm with out=C) on the CPU; acc=fp32
+        # needs aten::addmm.dtype_out, which only CUDA has: skipped, never called.
+        with tempfile.TemporaryDirectory() as d:
+            sigs = os.path.join(d, "sigs.txt")
+            with open(sigs, "w") as f:
+                f.write("gemm bf16 m=64 n=32 k=16 acc=bf16\n"
+                        "gemm bf16 m=64 n=32 k=16 batch=2 acc=bf16\n"
+                        "gemm bf16 m=64 n=32 k=16 acc=fp32\n")
+            out = os.path.join(d, "out.csv")
+            r = subprocess.run([TORCH_PYTHON, SCRIPT, sigs, "--device", "cpu", "--out", out,
+                                "--repeats", "2", "--warmup", "1"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("gemm bf16 m=64 n=32 k=16 acc=fp32 skipped: acc=fp32 needs CUDA",
+                          r.stderr)
+            self.assertIn("2 of 3 kernels measured", r.stderr)
+            with open(out) as f:
+                rows = f.read().splitlines()
+            self.assertEqual([row.split(",")[1] for row in rows[1:]],
+                             ["gemm bf16 m=64 n=32 k=16 acc=bf16",
+                              "gemm bf16 m=64 n=32 k=16 batch=2 acc=bf16"])
 
 
 if __name__ == "__main__":

@@ -1183,7 +1183,7 @@ KernelFlops graph_flops(const BuiltJob& b, int ranks_per_role) {
       const std::size_t eq = word.find('=');
       if (kind.empty()) {
         kind = word;
-      } else if (eq != std::string::npos) {
+      } else if (eq != std::string::npos && word.substr(0, eq) != "acc") {  // acc=: a type
         f[word.substr(0, eq)] = std::stoll(word.substr(eq + 1));
       } else if (word == "causal") {
         causal = true;
