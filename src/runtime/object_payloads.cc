@@ -1,7 +1,6 @@
 #include "runtime/object_payloads.h"
 
 #include <optional>
-#include <string_view>
 
 #include <fmt/format.h>
 
@@ -10,18 +9,6 @@
 namespace prism::runtime {
 
 namespace {
-
-// What a capture that lacks `k` did not record: "2nd send_object_list from
-// rank 0 to rank 32", "2nd all_gather_object over ranks 0:1:8 with rank 0's
-// object".
-std::string recorded_call(const ObjectKey& k) {
-  const std::string d = describe_object_key(k);
-  if (!is_gather(k.call)) return d.substr(std::string_view("the ").size());
-  // "rank 0's object in its 2nd all_gather_object over ranks 0:1:8"
-  const std::size_t its = d.find(" in its ");
-  return fmt::format("{} with {}", d.substr(its + std::string_view(" in its ").size()),
-                     d.substr(0, its));
-}
 
 ObjectAnswer failed(std::string why) {
   ObjectAnswer a;
@@ -116,7 +103,7 @@ ObjectAnswer ObjectPayloads::answer(const std::string& key, const ObjectRoles& r
       "call there (the ranks of a role diverged, or the receiver asks for more objects than "
       "the sender sent). Make every rank of a role send the same objects in the same order, or "
       "make rank {} real (--real-ranks) so that it sends its own",
-      sends, rep, name, recorded_call(moved), k->src));
+      sends, rep, name, describe_object_call(moved), k->src));
 }
 
 }  // namespace prism::runtime

@@ -69,6 +69,10 @@ std::string format_ranks(const std::vector<Rank>& ranks) {
   return fmt::format("{}", fmt::join(ranks, ","));
 }
 
+const char* gather_name(ObjectCall c) {
+  return c == ObjectCall::kGather ? "gather_object" : "all_gather_object";
+}
+
 std::string ordinal(std::int64_t n) {
   const std::int64_t k = n + 1;
   const char* suffix = "th";
@@ -142,21 +146,25 @@ ObjectKey move_object_key(const Layout& l, const ObjectKey& k, Rank to) {
   return moved;
 }
 
-std::string describe_object_key(const ObjectKey& k) {
+std::string describe_object_call(const ObjectKey& k) {
   switch (k.call) {
     case ObjectCall::kSend:
-      return fmt::format("the {} send_object_list from rank {} to rank {}", ordinal(k.n), k.src,
-                         k.dst);
+      return fmt::format("{} send_object_list from rank {} to rank {}", ordinal(k.n), k.src, k.dst);
     case ObjectCall::kBroadcast:
-      return fmt::format("the {} broadcast_object_list from rank {} over ranks {}", ordinal(k.n),
-                         k.src, format_ranks(k.group));
+      return fmt::format("{} broadcast_object_list from rank {} over ranks {}", ordinal(k.n), k.src,
+                         format_ranks(k.group));
     case ObjectCall::kAllGather:
     case ObjectCall::kGather:
-      return fmt::format("rank {}'s object in its {} {} over ranks {}", k.src, ordinal(k.n),
-                         k.call == ObjectCall::kGather ? "gather_object" : "all_gather_object",
-                         format_ranks(k.group));
+      return fmt::format("{} {} over ranks {} with rank {}'s object", ordinal(k.n),
+                         gather_name(k.call), format_ranks(k.group), k.src);
   }
   return {};
+}
+
+std::string describe_object_key(const ObjectKey& k) {
+  if (!is_gather(k.call)) return "the " + describe_object_call(k);
+  return fmt::format("rank {}'s object in its {} {} over ranks {}", k.src, ordinal(k.n),
+                     gather_name(k.call), format_ranks(k.group));
 }
 
 }  // namespace prism

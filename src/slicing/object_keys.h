@@ -56,4 +56,9 @@ ObjectKey move_object_key(const Layout& l, const ObjectKey& k, Rank to);
 // "rank 3's object in its 1st all_gather_object over ranks 0:1:8".
 std::string describe_object_key(const ObjectKey& k);
 
+// The call alone, as a capture that lacks it did not record it:
+// "2nd send_object_list from rank 0 to rank 32",
+// "2nd all_gather_object over ranks 0:1:8 with rank 0's object".
+std::string describe_object_call(const ObjectKey& k);
+
 }  // namespace prism
