@@ -57,13 +57,17 @@ def _key(counter, channel):
     return f"prism/object/{channel}/{n}"
 
 
-def _encode(c10d, object_list):
-    sizes, chunks = [], []
-    for obj in object_list:
-        f = io.BytesIO()
-        c10d._pickler(f).dump(obj)
-        chunks.append(f.getvalue())
-        sizes.append(len(chunks[-1]))
+def _pickled(c10d, obj):
+    f = io.BytesIO()
+    c10d._pickler(f).dump(obj)
+    return f.getvalue()
+
+
+def _encode(c10d, object_list, chunks=None):
+    """The store's value for `object_list`, or for the pickles `chunks`."""
+    if chunks is None:
+        chunks = [_pickled(c10d, obj) for obj in object_list]
+    sizes = [len(c) for c in chunks]
     return _MAGIC + struct.pack(f"<I{len(sizes)}q", len(sizes), *sizes) + b"".join(chunks)
 
 
@@ -226,9 +230,8 @@ def _gathered(c10d, call, ranks, obj, where, fetch):
     rank's own where another's is not known yet)."""
     me = c10d.get_rank()
     text = _ranks_text(ranks)
-    encoded = _encode(c10d, [obj])
-    mine = _decode(encoded, where)[1]
-    _store(c10d).set(_key(_sent, f"{me}/{call}/{text}"), encoded)
+    mine = _pickled(c10d, obj)
+    _store(c10d).set(_key(_sent, f"{me}/{call}/{text}"), _encode(c10d, None, [mine]))
     pickles, unknown = [], []
     for rank in ranks:
         key = _key(_received, f"{rank}/{call}/{text}") if rank != me else None
