@@ -138,12 +138,29 @@ Status Coordinator::Impl::check_time(const LiveRank& s, SimTime at, std::string_
       s.rank, what, at.ns, b.ns));
 }
 
+// A communicator declared by size, position and id alone (the NCCL drop-in's
+// ncclCommInitRank) with its members, where it has one rank or the
+// rendezvous store knows its id (runtime/comm_ids.h); else as it came, for
+// the matcher to place by size and position.
+wire::CommInit Coordinator::Impl::with_members(const LiveRank& s, const wire::CommInit& c) const {
+  wire::CommInit known = c;
+  if (!c.members.empty() || c.nranks == g_.world_size()) return known;
+  if (c.nranks == 1 && c.rank_in_comm == 0) {
+    known.members = {s.rank};
+  } else if (options_.comm_ids != nullptr && c.id_hash != 0) {
+    std::vector<std::int32_t> m = options_.comm_ids->members(c.id_hash, kCommIdWait);
+    const auto at = static_cast<std::size_t>(c.rank_in_comm);
+    if (std::ssize(m) == c.nranks && at < m.size() && m[at] == s.rank) known.members = std::move(m);
+  }
+  return known;
+}
+
 Status Coordinator::Impl::dispatch(LiveRank& s, const wire::Message& m) {
   if (s.done)
     return Status::failed_precondition(fmt::format("live rank {} spoke after bye", s.rank));
   switch (wire::type_of(m)) {
     case wire::MessageType::kCommInit:
-      return s.matcher.declare(std::get<wire::CommInit>(m));
+      return s.matcher.declare(with_members(s, std::get<wire::CommInit>(m)));
     case wire::MessageType::kCommSplit:
       return split(s, std::get<wire::CommSplit>(m));
     case wire::MessageType::kOp:

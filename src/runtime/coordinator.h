@@ -29,6 +29,7 @@
 
 #include "graph/graph.h"
 #include "replay/live_replay.h"
+#include "runtime/comm_ids.h"
 #include "simulation/what_if.h"
 #include "slicing/capture_file.h"
 #include "util/status.h"
@@ -62,6 +63,10 @@ struct CoordinatorOptions {
   std::optional<NodeFailure> failure;
   std::vector<Rank> failed_ranks;
   SimTime nccl_timeout = kDefaultNcclTimeout;
+  // The members of communicators a live rank declares by size, position and
+  // id alone (the NCCL drop-in's ncclCommInitRank), as the run's rendezvous
+  // store learns them; null: placed by size and position.
+  std::shared_ptr<CommIds> comm_ids;
 };
 
 // One live rank's emulated time, per iteration (means over its iterations).

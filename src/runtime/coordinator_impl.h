@@ -89,6 +89,7 @@ class Coordinator::Impl : public LivePolicy, public LiveListener {
   LiveRank& live_rank(Rank r) { return ranks_[index_of_.at(r)]; }
   const LiveRank& live_rank(Rank r) const { return ranks_[index_of_.at(r)]; }
   Status dispatch(LiveRank& s, const wire::Message& m);
+  wire::CommInit with_members(const LiveRank& s, const wire::CommInit& c) const;
   Status check_time(const LiveRank& s, SimTime at, std::string_view what) const;
   Status enter(LiveRank& s, const wire::Op& op);
   Status start_wait(LiveRank& s, const wire::Wait& w);

@@ -296,7 +296,7 @@ std::vector<ExtraSection> Emulation::saved_objects() const {
   return graph_object_sections(owned_, saved);
 }
 
-StoreOptions Emulation::object_answers() const {
+StoreOptions Emulation::store_hooks() const {
   StoreOptions o;
   o.object_answer = [objects = objects_, roles = object_roles_](const std::string& key) {
     return objects->answer(key, *roles);
@@ -304,6 +304,9 @@ StoreOptions Emulation::object_answers() const {
   o.on_object = [real = real_objects_](const std::string& key,
                                        const std::vector<std::uint8_t>& bytes) {
     real->record(key, bytes);
+  };
+  o.on_comm_id = [ids = comm_ids_](std::uint64_t id, const std::vector<std::int32_t>& members) {
+    ids->record(id, members);
   };
   return o;
 }
@@ -331,6 +334,7 @@ Result<CoordinatorResult> Emulation::emulate() {
   co.timeout = env_.timeout();
   co.capture = !options_.capture_dir.empty();
   co.secret = env_.secret;
+  co.comm_ids = comm_ids_;
   // The what-if perturbs the virtual ranks as simulate_graph does the
   // replay's: stragglers as rank overrides, jitter and degraded links in
   // the replay's options and the network.
@@ -376,7 +380,7 @@ Result<CoordinatorResult> Emulation::run_external_ranks(Coordinator& coordinator
                                                         const wire::Address& address) {
   env_.coordinator = address.to_string();
   PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store,
-                         start_store(env_, real_, object_answers()));
+                         start_store(env_, real_, store_hooks()));
   env_.master_port = store->port();
   const std::string& path = options_.external_env_path;
   PRISM_RETURN_IF_ERROR(write_file_atomic(path, external_env_text(env_)));
@@ -410,7 +414,7 @@ Result<CoordinatorResult> Emulation::run_real_ranks(Coordinator& coordinator,
                        graph_->world_size(), address));
   env_.coordinator = address;
   PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store,
-                         start_store(env_, real_, object_answers()));
+                         start_store(env_, real_, store_hooks()));
   env_.master_port = store->port();
   for (Rank r : real_) {
     Result<pid_t> pid = launcher.start(r, options_.program, rank_env(env_, r));

@@ -109,8 +109,9 @@ class Emulation {
   void stop_hung_ranks(Launcher& launcher, CoordinatorResult& result);
   Result<CoordinatorResult> run_external_ranks(Coordinator& coordinator,
                                                const wire::Address& address);
-  // The store's answers for the objects virtual ranks send.
-  StoreOptions object_answers() const;
+  // The store's answers for the objects virtual ranks send, and its record
+  // of communicators' ids (comm_ids_).
+  StoreOptions store_hooks() const;
 
   EmulationOptions options_;
   PreparedJob job_;
@@ -127,6 +128,8 @@ class Emulation {
   std::shared_ptr<ObjectRoles> object_roles_ = std::make_shared<ObjectRoles>();
   // The objects the real ranks sent in the emulation (--capture's files).
   std::shared_ptr<ObjectPayloads> real_objects_ = std::make_shared<ObjectPayloads>();
+  // Communicators' members by their NCCL id, as the store learns them.
+  std::shared_ptr<CommIds> comm_ids_ = std::make_shared<CommIds>();
   WhatIf what_if_;
   std::vector<Rank> failed_;  // the failed node's ranks (--fail-node)
   bool real_rank_failed_ = false;

@@ -67,6 +67,17 @@ class ProgramCapture::Impl : public LivePolicy {
   }
 
   Status handle(Rank, const wire::Message& m) override {
+    if (const auto* c = std::get_if<wire::CommInit>(&m); c != nullptr && c->members.empty()) {
+      // Recorded with its members where the store knows them, so that the
+      // graph built from the capture has them.
+      wire::CommInit known = *c;
+      known.members = members_of(*c);
+      return record(known);
+    }
+    return record(m);
+  }
+
+  Status record(const wire::Message& m) {
     capture_.entries.push_back(CaptureEntry{m, kNone});
     PRISM_RETURN_IF_ERROR(dispatch(m));
     if (done_) {
@@ -111,7 +122,7 @@ class ProgramCapture::Impl : public LivePolicy {
         if (comms_.contains(c.comm))
           return Status::failed_precondition(fmt::format(
               "captured rank {} declared communicator {} twice", options_.rank, c.comm));
-        comms_[c.comm] = members_of(c);
+        comms_[c.comm] = c.members;  // as handle() resolved them
         return Status::ok();
       }
       case wire::MessageType::kCommSplit:
@@ -143,15 +154,24 @@ class ProgramCapture::Impl : public LivePolicy {
     }
   }
 
-  // A communicator's members when the rank said them, or when its size and
-  // position are the world's (what a data-parallel capture allows); else
-  // empty: unknown.
+  // A communicator's members when the rank said them, when it has one rank,
+  // when its size and position are the world's (what a data-parallel capture
+  // allows), or when the store knows its id (options_.comm_ids); else empty:
+  // unknown.
   std::vector<std::int32_t> members_of(const wire::CommInit& c) const {
     if (!c.members.empty()) return c.members;
-    if (c.nranks != options_.world_size || c.rank_in_comm != options_.rank) return {};
-    std::vector<std::int32_t> world(static_cast<std::size_t>(c.nranks));
-    std::iota(world.begin(), world.end(), 0);
-    return world;
+    if (c.nranks == 1 && c.rank_in_comm == 0) return {options_.rank};
+    if (c.nranks == options_.world_size && c.rank_in_comm == options_.rank) {
+      std::vector<std::int32_t> world(static_cast<std::size_t>(c.nranks));
+      std::iota(world.begin(), world.end(), 0);
+      return world;
+    }
+    if (options_.comm_ids == nullptr || c.id_hash == 0) return {};
+    std::vector<std::int32_t> m = options_.comm_ids->members(c.id_hash, kCommIdWait);
+    // An id of another communicator (or a hash collision) is no answer.
+    const auto at = static_cast<std::size_t>(c.rank_in_comm);
+    if (std::ssize(m) != c.nranks || at >= m.size() || m[at] != options_.rank) return {};
+    return m;
   }
 
   // With every other rank virtual, the colors the others pass are unknown:

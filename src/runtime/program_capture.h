@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "graph/layout.h"
+#include "runtime/comm_ids.h"
 #include "slicing/capture_file.h"
 #include "util/status.h"
 #include "wire/address.h"
@@ -40,6 +41,10 @@ struct ProgramCaptureOptions {
   // against (runtime/split_color.h). Empty: such splits are refused.
   std::vector<std::vector<std::int32_t>> grid_groups;
   std::string secret;  // the run's: hellos without it are refused
+  // The members of communicators declared by size, position and id alone
+  // (the NCCL drop-in's ncclCommInitRank), as the capture's rendezvous store
+  // learns them; null: only the world's are known.
+  std::shared_ptr<CommIds> comm_ids;
 };
 
 class ProgramCapture {

@@ -79,6 +79,7 @@ Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
   StoreOptions o;
   o.on_object = objects.on_object;
   o.object_answer = objects.object_answer;
+  o.on_comm_id = objects.on_comm_id;
   o.world_size = e.world_size;
   o.real_ranks = real;
   // A client that does not speak TCPStore (anyone on the host can connect)

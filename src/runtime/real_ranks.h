@@ -57,7 +57,7 @@ std::string python_dir();
 // 127.0.0.1:e.master_port (0: any free port; the store's port() says which),
 // answering for every rank but `real`, and for their objects through
 // `objects` (its on_object and object_answer; docs/torch-backend.md,
-// "Objects").
+// "Objects"); its on_comm_id learns communicators' members (comm_ids.h).
 Result<std::unique_ptr<RendezvousStore>> start_store(const RankEnvironment& e,
                                                      const std::vector<Rank>& real,
                                                      const StoreOptions& objects = {});

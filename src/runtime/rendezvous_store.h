@@ -77,6 +77,13 @@ struct StoreOptions {
   // from "prism/object/" on); kPending is asked again every
   // kObjectRetry. Unset: the GET waits, as for any absent key.
   std::function<ObjectAnswer(const std::string&)> object_answer;
+  // Receives each NCCL id that a process group's communicator is made from
+  // once it is known (published by a real rank or synthesized for a virtual
+  // one; for ncclCommInitRankScalable, once every root's is): the FNV-1a hash
+  // of its bytes (all roots' in root order), as the NCCL drop-in sends it,
+  // and the communicator's global ranks in its rank order (runtime/comm_ids.h),
+  // on the store's thread; must not block.
+  std::function<void(std::uint64_t, const std::vector<std::int32_t>&)> on_comm_id;
   // Receives each error as it happens, on the store's thread; must not block.
   std::function<void(const std::string&)> on_error;
   // Receives each dropped client's description, likewise.

@@ -66,6 +66,7 @@ bool classify_nccl(std::string_view key, std::string_view part, KeyInfo& info) {
   if (!a || !b) return false;
   info.kind = KeyKind::kNcclP2pId;
   info.rank = std::min(*a, *b);
+  info.peer = std::max(*a, *b);
   return true;
 }
 

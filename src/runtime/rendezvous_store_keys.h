@@ -51,6 +51,8 @@ struct KeyInfo {
   std::string group;
   // The group rank that publishes the key; kNcclRootId: the root's index.
   std::int32_t rank = -1;
+  // kNcclP2pId: the pair's other group rank (the higher of the two).
+  std::int32_t peer = -1;
   // kBarrierCounter: what follows "store_based_barrier_key:" (1.13: a group
   // count; 2.x: the group's name).
   std::string barrier_name;

@@ -360,6 +360,7 @@ bool StoreState::present(const std::string& key) const {
 // `key` has a value now: release WAITs and blocked GETs that needed it.
 void StoreState::appeared(const std::string& key, StoreEffects& out) {
   unplaced_.erase(key);
+  note_comm_id(key);
   if (auto w = waiters_.find(key); w != waiters_.end()) {
     std::vector<ClientId> ids = std::move(w->second);
     waiters_.erase(w);

@@ -118,6 +118,9 @@ class StoreState {
 
   void put(const std::string& key, tcpstore::Bytes value, StoreEffects& out);
   void appeared(const std::string& key, StoreEffects& out);
+  // StoreOptions::on_comm_id for the communicator whose NCCL id `key` holds
+  // (or completes), when its group's ranks are known.
+  void note_comm_id(const std::string& key);
   bool present(const std::string& key) const;
   void try_answer(ClientId id, Client& c, StoreEffects& out);
   void notify(const std::string& key, std::uint8_t type, const tcpstore::Bytes& old_value,

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "util/hash.h"
+
 namespace prism::runtime {
 
 using store_keys::KeyInfo;
@@ -70,6 +72,40 @@ std::optional<std::int32_t> StoreState::publisher(const KeyInfo& info,
   }
   if (group_rank < 0 || group_rank >= n) return std::nullopt;
   return (*m)[static_cast<std::size_t>(group_rank)];
+}
+
+void StoreState::note_comm_id(const std::string& key) {
+  if (!options_.on_comm_id) return;
+  const KeyInfo info = store_keys::classify(key);
+  if (!is_nccl_id(info.kind)) return;
+  const auto* m = members(info.group);
+  if (!m) return;
+  const auto n = static_cast<std::int32_t>(m->size());
+  const Bytes& value = kv_.at(key);
+  switch (info.kind) {
+    case KeyKind::kNcclId:
+      options_.on_comm_id(fnv1a(value.data(), value.size()), *m);
+      return;
+    case KeyKind::kNcclP2pId:
+      // ProcessGroupNCCL's pair communicator: the lower group rank is its rank 0.
+      if (info.rank < 0 || info.peer >= n) return;
+      options_.on_comm_id(
+          fnv1a(value.data(), value.size()),
+          {(*m)[static_cast<std::size_t>(info.rank)], (*m)[static_cast<std::size_t>(info.peer)]});
+      return;
+    default: {  // kNcclRootId: the drop-in hashes every root's id, in root order
+      const auto roots = root_counts_.find(info.root_prefix);
+      if (roots == root_counts_.end() || roots->second <= 0) return;
+      std::uint64_t h = kFnvOffset;
+      for (std::int32_t r = 0; r < roots->second; ++r) {
+        const auto it = kv_.find(fmt::format("{}UniqueNCCLID:{}", info.root_prefix, r));
+        if (it == kv_.end()) return;  // not every root's yet
+        h = fnv1a(it->second.data(), it->second.size(), h);
+      }
+      options_.on_comm_id(h, *m);
+      return;
+    }
+  }
 }
 
 bool StoreState::admit(ClientId id, const std::string& key, const KeyInfo& info,

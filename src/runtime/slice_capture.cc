@@ -28,8 +28,10 @@ namespace {
 Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& run,
                                  const Layout& layout, const StoreOptions& objects, Rank rank,
                                  const std::atomic<bool>& stop, bool& stopped) {
+  auto comm_ids = std::make_shared<CommIds>();
   ProgramCapture capture(ProgramCaptureOptions{rank, p.job.num_gpus, p.job.name, run.env.timeout(),
-                                               grid_groups_of(layout, rank), run.env.secret});
+                                               grid_groups_of(layout, rank), run.env.secret,
+                                               comm_ids});
   PRISM_ASSIGN_OR_RETURN(
       const wire::Address bound,
       capture.listen(wire::Address{wire::Address::Kind::kUnix,
@@ -38,8 +40,12 @@ Result<RankCapture> capture_rank(const PreparedJob& p, const SliceCaptureRun& ru
   env.coordinator = bound.to_string();
   env.graph.clear();
   if (run.jobs > 1) env.master_port = 0;  // side by side, each capture's store on its own port
+  StoreOptions hooks = objects;
+  hooks.on_comm_id = [comm_ids](std::uint64_t id, const std::vector<std::int32_t>& members) {
+    comm_ids->record(id, members);
+  };
   PRISM_ASSIGN_OR_RETURN(const std::unique_ptr<RendezvousStore> store,
-                         start_store(env, {rank}, objects));
+                         start_store(env, {rank}, hooks));
   env.master_port = store->port();
   Launcher launcher(stdio_sink(stdout, stderr));
   PRISM_RETURN_IF_ERROR(launcher.start(rank, run.program, rank_env(env, rank)).status());

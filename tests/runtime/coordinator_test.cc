@@ -63,10 +63,12 @@ class Running {
  public:
   Running(const ExecutionGraph& g, std::vector<Rank> live, bool capture = false,
           std::chrono::milliseconds timeout = 5000ms,
-          Address::Kind kind = Address::Kind::kInProcess, std::string secret = "")
+          Address::Kind kind = Address::Kind::kInProcess, std::string secret = "",
+          std::shared_ptr<CommIds> comm_ids = nullptr)
       : network_(testing::unit_network()), memory_(DeviceMemoryOptions{}) {
     CoordinatorOptions o;
     o.secret = std::move(secret);
+    o.comm_ids = std::move(comm_ids);
     o.live_ranks = std::move(live);
     o.job = "four";
     o.timeout = timeout;
@@ -156,6 +158,35 @@ TEST(CoordinatorTest, LiveRankOnTheReplayedScheduleGetsTheReplayedTimes) {
   EXPECT_THAT(json, HasSubstr(R"("code":"all_reduce")"));
   EXPECT_THAT(json, HasSubstr(R"("graph_op":1)"));
   EXPECT_THAT(json, HasSubstr(R"({"at":1900,"op_id":0,"type":"complete"})"));
+}
+
+// A communicator the NCCL drop-in declares by size, position and id hash,
+// with no collective of its own in the graph (a pipeline group that only
+// sends and receives): placed by the members the store learnt of its id.
+// Without them there is nothing of its size to place it on.
+TEST(CoordinatorTest, CommunicatorsDeclaredByIdTakeTheirMembersFromTheStore) {
+  const ExecutionGraph g = four_ranks();
+  auto ids = std::make_shared<CommIds>();
+  ids->record(0xabc, {0, 2});
+  {
+    Running c(g, {0}, false, 5000ms, Address::Kind::kInProcess, "", ids);
+    Rank0 r(c.address);
+    r.send(CommInit{1, 2, 0, 0xabc, {}});
+    r.send(CommInit{2, 1, 0, 0x123, {}});  // one rank: itself
+    r.all_reduce(0, 100);
+    const std::int64_t first = r.wait(0, 100);
+    r.all_reduce(1, first + 50);
+    r.send(Bye{0, r.wait(1, first + 50)});
+    Result<CoordinatorResult> out = c.result();
+    ASSERT_TRUE(out.is_ok()) << out.status().message();
+  }
+  Running c(g, {0});
+  Rank0 r(c.address);
+  r.send(CommInit{1, 2, 0, 0xabc, {}});
+  Result<CoordinatorResult> out = c.result();
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("no communicator of the graph left with that size and position"));
 }
 
 TEST(CoordinatorTest, WaitWithADeadlineGetsAHorizon) {

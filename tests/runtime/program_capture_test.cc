@@ -33,8 +33,10 @@ std::string socket_path() {
 class Running {
  public:
   explicit Running(std::chrono::milliseconds timeout = 5000ms, Rank rank = 2, int world = 8,
-                   std::vector<std::vector<std::int32_t>> grid_groups = {})
-      : capture_(ProgramCaptureOptions{rank, world, "dp8", timeout, std::move(grid_groups)}) {
+                   std::vector<std::vector<std::int32_t>> grid_groups = {},
+                   std::shared_ptr<CommIds> comm_ids = nullptr)
+      : capture_(ProgramCaptureOptions{rank, world, "dp8", timeout, std::move(grid_groups), "",
+                                       std::move(comm_ids)}) {
     Result<Address> a = capture_.listen(Address{Address::Kind::kUnix, socket_path(), "", 0});
     EXPECT_TRUE(a.is_ok()) << a.status().message();
     address = a.value();
@@ -95,6 +97,36 @@ TEST(ProgramCaptureTest, EveryOpCompletesWhenEnteredAndEverythingIsRecorded) {
         "\"type\":\"compute\"", "\"type\":\"bye\""}) {
     EXPECT_THAT(json, HasSubstr(want));
   }
+}
+
+// The NCCL drop-in declares a communicator made with ncclCommInitRank by
+// size, position and id hash: its members come from what the store learnt
+// of the id (one rank: the rank itself), and are recorded with it, so the
+// graph built from the capture has them. An id the store does not know
+// leaves them unknown (after a short wait), as before.
+TEST(ProgramCaptureTest, CommunicatorsDeclaredByIdGetTheirMembersFromTheStore) {
+  auto ids = std::make_shared<CommIds>();
+  ids->record(0xabc, {0, 2, 5, 7});
+  ids->record(0xdef, {1, 3, 5, 7});  // another communicator: not this rank at position 1
+  Running c(5000ms, 2, 8, {}, ids);
+  std::unique_ptr<Connection> r = open_rank(c.address);
+  ASSERT_TRUE(r);
+  receive(*r);
+  ASSERT_TRUE(r->send(CommInit{0, 4, 1, 0xabc, {}}).is_ok());
+  ASSERT_TRUE(r->send(CommInit{1, 1, 0, 0x123, {}}).is_ok());
+  ASSERT_TRUE(r->send(CommInit{2, 4, 1, 0xdef, {}}).is_ok());
+  ASSERT_TRUE(r->send(wire::Op{0, 0, 1, OpCode::kSend, DType::kFloat32, 64, 3, 0, 0, 10}).is_ok());
+  EXPECT_EQ(std::get<Complete>(receive(*r)).op_id, 0u);
+  ASSERT_TRUE(r->send(Bye{0, 2000}).is_ok());
+  Result<RankCapture> out = c.result();
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  std::vector<std::vector<std::int32_t>> declared;
+  for (const CaptureEntry& e : out.value().entries)
+    if (const auto* init = std::get_if<CommInit>(&e.message)) declared.push_back(init->members);
+  ASSERT_EQ(declared.size(), 3u);
+  EXPECT_EQ(declared[0], (std::vector<std::int32_t>{0, 2, 5, 7}));
+  EXPECT_EQ(declared[1], (std::vector<std::int32_t>{2}));
+  EXPECT_TRUE(declared[2].empty());
 }
 
 // PyTorch's new_group over every rank splits the world with the color of

@@ -9,9 +9,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "runtime/comm_ids.h"
 #include "runtime/rendezvous_store.h"
 #include "runtime/rendezvous_store_keys.h"
 #include "tcpstore_test_client.h"
+#include "util/hash.h"
 
 namespace prism::runtime {
 namespace {
@@ -152,6 +154,52 @@ TEST(RendezvousStoreVirtual, NestedGroupStoresOfTorch211AreAnswered) {
   rank256.send({.op = Op::kMultiGet, .keys = roots});
   EXPECT_EQ(string_of(*rank256.read_bytes()), "real-id");
   EXPECT_EQ(rank256.read_bytes(), id_of(roots[1]));
+  EXPECT_TRUE(store->errors().empty());
+}
+
+// The NCCL drop-in declares a communicator by size, position and the hash
+// of its id; the store tells whose it is (on_comm_id), here with the keys
+// Megatron-Core's groups made on an H200 under torch 2.11: its pipeline
+// group (a synthesized id), its data-parallel group of 256 (ncclCommInit-
+// RankScalable: one real root, one virtual, hashed together in root order),
+// a one-rank group and a send/recv pair.
+TEST(RendezvousStoreVirtual, CommunicatorIdsTellTheirMembers) {
+  StoreOptions o = store_testing::world(1024, {256});
+  auto ids = std::make_shared<CommIds>();
+  o.on_comm_id = [ids](std::uint64_t h, const std::vector<std::int32_t>& m) { ids->record(h, m); };
+  auto store = store_testing::start_store(std::move(o));
+  TestClient rank256(store->port(), Dialect::kValidated);
+  rank256.set("/default_pg/prism/group/2313", "0,256,512,768");
+  const std::string pp = "/default_pg/0//2313//cuda//0";
+  const Bytes pp_id = *rank256.get(pp);
+  EXPECT_THAT(ids->members(fnv1a(pp_id.data(), pp_id.size())), ElementsAre(0, 256, 512, 768));
+
+  std::string dp;
+  for (int r = 0; r < 256; ++r) dp += (r ? "," : "") + std::to_string(r + 256);
+  rank256.set("/default_pg/prism/group/6", dp);
+  const std::vector<std::string> roots = {"/default_pg/0//6//cuda//UniqueNCCLID:0",
+                                          "/default_pg/0//6//cuda//UniqueNCCLID:1"};
+  rank256.set(roots[0], "real-id");
+  rank256.send({.op = Op::kMultiGet, .keys = roots});
+  const Bytes root0 = *rank256.read_bytes();
+  const Bytes root1 = *rank256.read_bytes();
+  const std::uint64_t both = fnv1a(root1.data(), root1.size(), fnv1a(root0.data(), root0.size()));
+  const std::vector<std::int32_t> dp_members = ids->members(both);
+  ASSERT_EQ(dp_members.size(), 256u);
+  EXPECT_EQ(dp_members.front(), 256);
+  EXPECT_EQ(dp_members.back(), 511);
+
+  rank256.set("/default_pg/prism/group/2057", "256");
+  const Bytes solo = bytes_of("solo-id");
+  rank256.set("/default_pg/0//2057//cuda//0", "solo-id");
+  EXPECT_THAT(ids->members(fnv1a(solo.data(), solo.size()), 2s), ElementsAre(256));
+
+  // A pair of group ranks 3:1 of group 2313: group rank 1 (global 256)
+  // publishes, and is the pair's rank 0.
+  const Bytes pair = bytes_of("pair-id");
+  rank256.set("/default_pg/0//2313//cuda//1:3", "pair-id");
+  EXPECT_THAT(ids->members(fnv1a(pair.data(), pair.size()), 2s), ElementsAre(256, 768));
+  EXPECT_TRUE(ids->members(12345).empty());
   EXPECT_TRUE(store->errors().empty());
 }
 
