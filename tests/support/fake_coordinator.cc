@@ -90,6 +90,11 @@ void FakeCoordinator::on_message(wire::PeerId peer, wire::Message m) {
 }
 
 void FakeCoordinator::op(wire::PeerId peer, const wire::Op& op) {
+  if (ops_ == options_.hang_up_at_op) {
+    ++ops_;
+    server_->close(peer);
+    return;
+  }
   if (ops_++ == options_.abort_at_op) {
     // As the coordinator does: the error, then the connection closes.
     server_->send(peer, wire::Error{wire::ErrorCode::kAborted, options_.abort_message});

@@ -48,6 +48,9 @@ struct FakeCoordinatorOptions {
   // emulation ends under a rank.
   int abort_at_op = -1;
   std::string abort_message = "rank 0 crashed";
+  // That op gets no answer and the connection closes: the coordinator gone
+  // (killed), as the rank sees it.
+  int hang_up_at_op = -1;
   // Not empty: every hello is refused with this message.
   std::string refuse;
   // The answer to a split (when ops are answered): the rank's position and

@@ -3,9 +3,12 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <system_error>
+#include <thread>
 
 namespace prism::nccl {
 namespace {
@@ -134,7 +137,35 @@ ncclResult_t Shim::client_error(const char* fn, prism_status s) {
   // Past a refusal, an abort or a broken connection the client is unusable:
   // every communicator has failed.
   if (s != PRISM_ERR_ARGUMENT) break_all(code, fmt::format("{}: {}", fn, message));
+  if (s == PRISM_ERR_PROTOCOL) end_if_left_running(fmt::format("{}: {}", fn, message));
   return fail(code, fn, message);
+}
+
+void Shim::end_if_left_running(const std::string& message) {
+  if (::getpid() != client_pid_.load() || gone_armed_.exchange(true)) return;
+  int seconds = kGoneExitSeconds;
+  std::string why;
+  if (!env_int("PRISM_NCCL_GONE_EXIT_S", false, &seconds, &why)) {
+    fmt::print(stderr, "PrismLLM NCCL: warning: {}; {} s kept\n", why, kGoneExitSeconds);
+    seconds = kGoneExitSeconds;
+  }
+  if (seconds == 0) return;
+  // Formatted now: at the end, only write(2) and _exit, which take no lock
+  // that a stuck thread may hold.
+  const std::string line = fmt::format(
+      "PrismLLM NCCL: error: the emulation is gone ({}), and this process still ran {} s later: "
+      "ending it with exit status 1 (PRISM_NCCL_GONE_EXIT_S)\n",
+      message, seconds);
+  try {
+    std::thread([line, seconds] {
+      std::this_thread::sleep_for(std::chrono::seconds(seconds));
+      const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+      (void)n;
+      ::_exit(1);
+    }).detach();
+  } catch (const std::system_error&) {
+    // No thread to be had: the process ends as the program makes it.
+  }
 }
 
 bool Shim::take_spent(std::uint64_t ticket) {

@@ -56,6 +56,15 @@ class Shim {
   void break_all(ncclResult_t code, const std::string& message);
   // The first asynchronous error's message ("" when none).
   std::string async_message();
+  // The coordinator hung up (or broke the protocol): the emulation is over.
+  // Unless the process ends by itself within $PRISM_NCCL_GONE_EXIT_S
+  // seconds (default kGoneExitSeconds; 0: never), one error line naming
+  // `message` goes to stderr and the process ends with exit status 1, so
+  // that a program stuck in its own teardown (PyTorch waits up to its NCCL
+  // timeout to abort communicators) never outlives its emulation for long.
+  // Once per process; only in the process that connected.
+  void end_if_left_running(const std::string& message);
+  static constexpr int kGoneExitSeconds = 10;
 
   // The GPU path's progress thread waits for "any op", and may so spend a
   // ticket the host path entered in an open group. It parks it here, and
@@ -105,8 +114,9 @@ class Shim {
   prism_client* client_ = nullptr;
   bool exit_hook_ = false;
   int local_rank_ = 0;
-  std::atomic<long> client_pid_{0};   // the process that connected
-  std::vector<std::uint64_t> spent_;  // guarded by client_mu_
+  std::atomic<long> client_pid_{0};      // the process that connected
+  std::atomic<bool> gone_armed_{false};  // end_if_left_running called
+  std::vector<std::uint64_t> spent_;     // guarded by client_mu_
 
   std::mutex state_mu_;
   std::unordered_map<std::uint32_t, ncclComm*> comms_;

@@ -150,6 +150,23 @@ int run_abort(void) {
   return 0;
 }
 
+/* The coordinator hangs up at the first op (killed): the op fails, and the
+ * program then stays (as one stuck in its own teardown would) until the
+ * drop-in ends it after PRISM_NCCL_GONE_EXIT_S seconds. */
+int run_gone(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  float x[4] = {0};
+  OK(ncclGetUniqueId(&id));
+  OK(ncclCommInitRank(&comm, 2, id, 0));
+  EXPECT(ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, NULL) == ncclRemoteError);
+  printf("error %s\n", ncclGetLastError(comm));
+  fflush(stdout);
+  sleep(30);
+  printf("still here after 30 s\n");
+  return 0;
+}
+
 /* Rank 0 of the 4-rank graph in nccl_emulate_test.cc, op for op. */
 int run_emulate(void) {
   ncclUniqueId id;
@@ -215,12 +232,13 @@ int run_mismatch(void) {
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr,
-            "usage: nccl_program offline|functional|abort|emulate|mismatch|split|data|footprint\n");
+            "usage: nccl_program offline|functional|abort|gone|emulate|mismatch|split|data|footprint\n");
     return 2;
   }
   if (strcmp(argv[1], "offline") == 0) return run_offline();
   if (strcmp(argv[1], "functional") == 0) return run_functional();
   if (strcmp(argv[1], "abort") == 0) return run_abort();
+  if (strcmp(argv[1], "gone") == 0) return run_gone();
   if (strcmp(argv[1], "emulate") == 0) return run_emulate();
   if (strcmp(argv[1], "mismatch") == 0) return run_mismatch();
   if (strcmp(argv[1], "split") == 0) return run_split();

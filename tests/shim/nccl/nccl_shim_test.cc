@@ -187,5 +187,37 @@ TEST(NcclShimTest, AnAbortedEmulationFailsTheOpAndEveryCommunicator) {
   EXPECT_THAT(p.output(), HasSubstr("error ncclAllReduce: ")) << p.output();
 }
 
+// The coordinator killed under a rank stuck in its own teardown (PyTorch's
+// ProcessGroupNCCL can wait its NCCL timeout to abort communicators): the
+// drop-in ends the process PRISM_NCCL_GONE_EXIT_S seconds after the
+// connection broke, with one error line and exit status 1. An abort by the
+// coordinator (the emulation ended the rank on purpose) arms nothing: the
+// abort test above exits 0 by itself.
+TEST(NcclShimTest, ARankLeftRunningByAGoneCoordinatorIsEnded) {
+  FakeCoordinatorOptions o = fake();
+  o.hang_up_at_op = 0;
+  FakeCoordinator f(o);
+  std::map<std::string, std::string> env = env_for(f);
+  env["PRISM_NCCL_GONE_EXIT_S"] = "1";
+  Program p("gone", env);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(p.wait(), 1) << p.output();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  EXPECT_THAT(p.output(), HasSubstr("error ncclAllReduce: "));
+  EXPECT_THAT(p.output(),
+              HasSubstr("PrismLLM NCCL: error: the emulation is gone (ncclAllReduce: "));
+  EXPECT_THAT(p.output(), HasSubstr("and this process still ran 1 s later: ending it with exit "
+                                    "status 1 (PRISM_NCCL_GONE_EXIT_S)"));
+  EXPECT_THAT(p.output(), ::testing::Not(HasSubstr("still here")));
+
+  // 0: never; the program ends as it wants (here after its 30 s: cut).
+  env["PRISM_NCCL_GONE_EXIT_S"] = "0";
+  FakeCoordinator f2(o);
+  env["PRISM_COORDINATOR"] = f2.address().to_string();
+  Program q("gone", env);
+  EXPECT_EQ(q.wait(3s), 128 + SIGKILL) << q.output();
+  EXPECT_THAT(q.output(), ::testing::Not(HasSubstr("PrismLLM NCCL: error: the emulation is gone")));
+}
+
 }  // namespace
 }  // namespace prism::nccl_test
