@@ -66,6 +66,7 @@ work without it.
 import argparse
 import csv
 import datetime
+import inspect
 import io
 import os
 import statistics
@@ -506,7 +507,13 @@ def main(argv=None):
         acts = [torch.profiler.ProfilerActivity.CPU]
         if device.type == "cuda":
             acts.append(torch.profiler.ProfilerActivity.CUDA)
-        prof = torch.profiler.profile(activities=acts, record_shapes=True)
+        kwargs = {}
+        # Each toggle of the collection below ends a profiler cycle, which
+        # drops the cycle's events unless they accumulate (torch >= 2.4): the
+        # profile then held no kernels (seen on an H200, 2026-11-27).
+        if "acc_events" in inspect.signature(torch.profiler.profile).parameters:
+            kwargs["acc_events"] = True
+        prof = torch.profiler.profile(activities=acts, record_shapes=True, **kwargs)
         prof.__enter__()
         if hasattr(prof, "toggle_collection_dynamic"):  # torch >= 2.3; else all calls
             prof.toggle_collection_dynamic(False, acts)

@@ -36,6 +36,10 @@
 #   (k)    a Kineto trace of a real GPU step (torch.profiler), imported with
 #          `prism import kineto`, and its kernel times taken with `prism
 #          calibrate kineto` (the in-situ calibration path)
+#   (i)    not in the default list: a profiled training step at an 8B model's
+#          width (dim 4096, seq 4096), each kernel signature's time in the step
+#          (`prism calibrate kineto`) against the same signature called alone
+#          (scripts/measure_kernels.py: CUDA events, and its own profile)
 #   (m)    not in the default list (minutes): every kernel signature the
 #          validation jobs need on this GPU (the union of `prism simulate
 #          --kernels` over examples/validation, CP-halved attention and fp8
@@ -52,7 +56,7 @@
 # process of its session after each step and on exit (interrupts included).
 #
 # Options: --out DIR (default ./gpu-check-<UTC time>), --python PY (python3),
-#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (of e,d,a,f,c,b,h,g,k,build,p,m
+#   --rank K (the real rank, 5), --budget SECONDS (400), --only LIST (of e,d,a,f,c,b,h,g,k,build,p,i,m
 #   in the order to run them), --a-modes LIST (ddp,fsdp,tp)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -238,6 +242,13 @@ if "k_kineto" in f:
     print("      calibrate exit %s: %s signatures; %s" % (
         g(f, "k_kineto", "calibrate_exit"), g(f, "k_kineto", "signatures"),
         g(f, "k_kineto", "calibrate_summary")))
+if "i_insitu" in f:
+    for k in ("all", "gemm", "attn", "mem"):
+        if g(f, "i_insitu", k) is not None:
+            print("  (i) %s: %s signatures; in the step / alone: median %s (events), %s (kernels); "
+                  "weighted %s, %s" % (k, g(f, "i_insitu", k, "signatures"),
+                  g(f, "i_insitu", k, "step_over_events_median"), g(f, "i_insitu", k, "step_over_alone_median"),
+                  g(f, "i_insitu", k, "step_over_events_weighted"), g(f, "i_insitu", k, "step_over_alone_weighted")))
 if "m_kernels" in f:
     print("  (m) %s: %s signatures wanted, %s measured; the profile's calibration: %s signatures, "
           "median kernel/event time %s" % (
@@ -537,6 +548,25 @@ print(json.dumps({"import_exit": int(rc), "trace_bytes": os.path.getsize(t) if o
     "$out/k_calibrate.out" "$out/k_kernels.csv")"
 }
 
+# (i) in situ against alone: a profiled training step at the width of an
+# 8B model (examples/cuda_gpt/train.py, dim 4096, 32 heads, seq 4096, world
+# size 1), its kernels' times by signature (`prism calibrate kineto`), and
+# the same signatures called alone by scripts/measure_kernels.py, timed by
+# CUDA events (as data/kernels.csv is measured) and by their own profile
+# (gpu/insitu_figures.py puts them side by side).
+check_i() {
+  step i_profile 120 "$python" examples/cuda_gpt/train.py --parallel ddp --steps 6 --warmup 3 \
+    --dim 4096 --heads 32 --seq 4096 --batch 2 --layers 4 --profile "$out/i_step.json"
+  step i_step 30 "$prism" calibrate kineto "$out/i_step.json" -o "$out/i_step.csv"
+  step i_alone 150 "$python" scripts/measure_kernels.py "$out/i_step.csv" --measure-mem \
+    --repeats 20 --warmup 5 --timeout-per-kernel 8 --out "$out/i_events.csv" \
+    --profile "$out/i_alone.json"
+  step i_alone_kernels 30 "$prism" calibrate kineto "$out/i_alone.json" -o "$out/i_alone.csv"
+  step i_figures 30 "$python" gpu/insitu_figures.py --insitu "$out/i_step.csv" \
+    --events "$out/i_events.csv" --alone "$out/i_alone.csv" --table "$out/i_table.txt"
+  fig i_insitu "$(line_json "$out/i_figures.out" INSITU)"
+}
+
 # (m) one run that measures every kernel signature the validation jobs need on
 # this GPU: the union of their lists (validation_lists), measured whether or
 # not data/kernels.csv has them, with a Kineto profile of the measurement;
@@ -566,8 +596,8 @@ print(json.dumps({"gpu": db, "wanted": sum(1 for _ in open(plan)) if os.path.exi
 
 for c in ${only//,/ }; do
   case $c in
-    build | a | b | c | d | e | f | g | h | k | m | p) check_$c ;;
-    *) say "unknown check '$c' (build, a, b, c, d, e, f, g, h, k, m, p): skipped" ;;
+    build | a | b | c | d | e | f | g | h | i | k | m | p) check_$c ;;
+    *) say "unknown check '$c' (build, a, b, c, d, e, f, g, h, i, k, m, p): skipped" ;;
   esac
 done
 
