@@ -44,9 +44,11 @@ what would run for it (the calls above) or why it would be skipped; it needs
 no torch and no GPU.
 
 --profile FILE also records the measurement with torch.profiler (CPU and
-CUDA, record_shapes=True): three more calls of each GEMM and attention
-kernel after its timing, collected alone (torch >= 2.3; older torch records
-every call), written as a Kineto trace to FILE. `prism calibrate kineto FILE`
+CUDA, record_shapes=True), written as a Kineto trace to FILE: on a GPU
+every call (warm-ups and repeats; collecting some calls only, by toggling
+the profiler, left no GPU kernel in the trace with torch 2.11); on the CPU
+three more calls of each GEMM and attention kernel after its timing,
+collected alone (torch >= 2.3). `prism calibrate kineto FILE`
 turns it into the same database from the kernels' own device times, a
 cross-check of the CUDA-event timing. A profile of a
 real training step (the in-situ calibration) is taken the same way around
@@ -66,7 +68,6 @@ work without it.
 import argparse
 import csv
 import datetime
-import inspect
 import io
 import os
 import statistics
@@ -507,15 +508,14 @@ def main(argv=None):
         acts = [torch.profiler.ProfilerActivity.CPU]
         if device.type == "cuda":
             acts.append(torch.profiler.ProfilerActivity.CUDA)
-        kwargs = {}
-        # Each toggle of the collection below ends a profiler cycle, which
-        # drops the cycle's events unless they accumulate (torch >= 2.4): the
-        # profile then held no kernels (seen on an H200, 2026-11-27).
-        if "acc_events" in inspect.signature(torch.profiler.profile).parameters:
-            kwargs["acc_events"] = True
-        prof = torch.profiler.profile(activities=acts, record_shapes=True, **kwargs)
+        prof = torch.profiler.profile(activities=acts, record_shapes=True)
         prof.__enter__()
-        if hasattr(prof, "toggle_collection_dynamic"):  # torch >= 2.3; else all calls
+        # On the CPU the collection is toggled around three calls per kernel
+        # (torch >= 2.3; else all calls). With CUDA on, toggling left no GPU
+        # kernel in the trace (torch 2.11 on an H200, 2026-11-27, with or
+        # without acc_events): there the trace holds every call, warm-ups
+        # and repeats too, and `prism calibrate kineto` takes the median.
+        if hasattr(prof, "toggle_collection_dynamic") and device.type != "cuda":
             prof.toggle_collection_dynamic(False, acts)
             measurer.timer.prof, measurer.timer.prof_activities = prof, acts
     for i, sig in enumerate(sigs, 1):
