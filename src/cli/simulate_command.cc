@@ -131,19 +131,22 @@ Result<int> BuildCommand::run() const {
   PRISM_ASSIGN_OR_RETURN(const PreparedJob p,
                          prepare_job(job_, /*program_ok=*/!slices_dir_.empty()));
   ExecutionGraph sliced;
+  std::vector<ExtraSection> objects;  // what the captured ranks sent, as --save-graph keeps it
   if (!slices_dir_.empty()) {
     progress(fmt::format("reading the captures in {}...", slices_dir_));
-    Result<std::vector<RankProgram>> captures = read_slices(slices_dir_, p.job.num_gpus);
+    std::map<Rank, std::vector<CapturedObject>> sent;
+    Result<std::vector<RankProgram>> captures = read_slices(slices_dir_, p.job.num_gpus, &sent);
     if (!captures.is_ok()) return captures.status().with_context("--from-slices");
     Result<SlicedGraph> s = graph_from_slices(p.job, p.job.has_model ? &p.built.graph : nullptr,
                                               std::move(captures).value());
     if (!s.is_ok()) return s.status().with_context("--from-slices");
     std::fputs(format_slice_report(s.value()).c_str(), stdout);
+    objects = slice_object_sections(s.value(), sent);
     sliced = std::move(s.value().graph);
   }
   const ExecutionGraph& g = slices_dir_.empty() ? p.built.graph : sliced;
   progress(fmt::format("writing {}...", output_path_));
-  PRISM_RETURN_IF_ERROR(save_graph(g, output_path_));
+  PRISM_RETURN_IF_ERROR(save_graph(g, output_path_, objects));
   fmt::print("{}: {} ranks, {} roles, {} ops\n", output_path_, g.world_size(), g.roles.size(),
              g.total_ops());
   return 0;

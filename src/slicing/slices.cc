@@ -12,6 +12,7 @@
 #include "net/cluster_yaml.h"
 #include "slicing/capture_file.h"
 #include "slicing/capture_graph.h"
+#include "slicing/graph_objects.h"
 #include "slicing/rank_program_groups.h"
 #include "slicing/role_split.h"
 #include "slicing/slices_grid.h"
@@ -322,7 +323,8 @@ Result<SlicedGraph> graph_from_slices(const JobSpec& job, const ExecutionGraph* 
   return sliced;
 }
 
-Result<std::vector<RankProgram>> read_slices(const std::string& dir, int world_size) {
+Result<std::vector<RankProgram>> read_slices(const std::string& dir, int world_size,
+                                             std::map<Rank, std::vector<CapturedObject>>* sent) {
   std::error_code ec;
   std::vector<std::string> paths;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
@@ -345,12 +347,29 @@ Result<std::vector<RankProgram>> read_slices(const std::string& dir, int world_s
     if (!is_capture_document(doc)) continue;
     PRISM_ASSIGN_OR_RETURN(const RankCapture capture, capture_from_json(doc, path));
     PRISM_ASSIGN_OR_RETURN(RankProgram p, program_from_capture(capture, path, world_size));
+    if (sent != nullptr) (*sent)[capture.rank] = capture.objects;
     out.push_back(std::move(p));
   }
   if (out.empty())
     return Status::invalid_argument(
         fmt::format("{}: no capture files (JSON with \"format\": \"prism-capture\") in it", dir));
   return out;
+}
+
+std::vector<ExtraSection> slice_object_sections(
+    const SlicedGraph& s, const std::map<Rank, std::vector<CapturedObject>>& sent) {
+  GraphObjects kept;
+  for (const Role& role : s.graph.roles) {
+    kept.captured.push_back(kNone);
+    for (const RoleSource& source : s.roles)
+      if (source.role == role.name) kept.captured.back() = source.captured;
+  }
+  for (Rank r : std::set<Rank>(kept.captured.begin(), kept.captured.end())) {
+    const auto it = sent.find(r);
+    if (it == sent.end()) continue;
+    kept.objects.insert(kept.objects.end(), it->second.begin(), it->second.end());
+  }
+  return graph_object_sections(s.graph, kept);
 }
 
 Status check_capturable(const JobSpec& job) {

@@ -40,11 +40,14 @@
 // one, and the report says so; a program's job has none to fall back on.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/graph_json.h"
+#include "slicing/capture_file.h"
 #include "slicing/rank_program.h"
 #include "util/status.h"
 #include "workload/job_spec.h"
@@ -118,7 +121,17 @@ Result<SlicedGraph> graph_from_slices(const JobSpec& job, const ExecutionGraph* 
 
 // The capture files (docs/emulate.md, "Capture files") in `dir`: every
 // *.json whose "format" is "prism-capture", in name order. None is an error.
-Result<std::vector<RankProgram>> read_slices(const std::string& dir, int world_size);
+// `sent`, when given, receives what each capture recorded its rank sent
+// with torch's object lists (slicing/capture_file.h), by rank.
+Result<std::vector<RankProgram>> read_slices(
+    const std::string& dir, int world_size,
+    std::map<Rank, std::vector<CapturedObject>>* sent = nullptr);
+
+// What a graph built from captures keeps beside it (slicing/graph_objects.h),
+// as `prism emulate --save-graph` does: each role's captured rank, and what
+// those ranks sent (`sent`, from read_slices).
+std::vector<ExtraSection> slice_object_sections(
+    const SlicedGraph& s, const std::map<Rank, std::vector<CapturedObject>>& sent);
 
 // Whether captures can describe `job`: it has no model section (a job
 // without one describes the user's own program: world size, cluster,
