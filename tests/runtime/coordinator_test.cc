@@ -114,6 +114,13 @@ class Rank0 {
   void all_reduce(std::uint32_t id, std::int64_t at, std::int64_t bytes = 1000) {
     send(wire::Op{id, 0, 0, OpCode::kAllReduce, DType::kBFloat16, bytes, 0, 0, 0, at});
   }
+  // The graph's two all-reduces, each waited for, then the goodbye.
+  void run_the_graph() {
+    all_reduce(0, 100);
+    const std::int64_t first = wait(0, 100);
+    all_reduce(1, first + 50);
+    send(Bye{0, wait(1, first + 50)});
+  }
   // Waits for op `id` and returns its completion.
   std::int64_t wait(std::uint32_t id, std::int64_t at) {
     send(Wait{wait_id_++, id, seen_, at, kNoLimit});
@@ -173,10 +180,7 @@ TEST(CoordinatorTest, CommunicatorsDeclaredByIdTakeTheirMembersFromTheStore) {
     Rank0 r(c.address);
     r.send(CommInit{1, 2, 0, 0xabc, {}});
     r.send(CommInit{2, 1, 0, 0x123, {}});  // one rank: itself
-    r.all_reduce(0, 100);
-    const std::int64_t first = r.wait(0, 100);
-    r.all_reduce(1, first + 50);
-    r.send(Bye{0, r.wait(1, first + 50)});
+    r.run_the_graph();
     Result<CoordinatorResult> out = c.result();
     ASSERT_TRUE(out.is_ok()) << out.status().message();
   }
@@ -346,10 +350,7 @@ TEST(CoordinatorTest, MemoryHeldPastTheLargestCountSaturates) {
   r.send(wire::Memory{MemoryAction::kAlloc, 2, max, 0, 30});
   r.send(wire::Memory{MemoryAction::kFree, 1, 0, 0, 40});
   r.send(wire::Memory{MemoryAction::kFree, 2, 0, 0, 50});
-  r.all_reduce(0, 100);
-  const std::int64_t first = r.wait(0, 100);
-  r.all_reduce(1, first + 50);
-  r.send(Bye{0, r.wait(1, first + 50)});
+  r.run_the_graph();
   Result<CoordinatorResult> out = c.result();
   ASSERT_TRUE(out.is_ok()) << out.status().message();
   ASSERT_EQ(out.value().live.size(), 1u);
