@@ -19,4 +19,12 @@ std::vector<std::int32_t> CommIds::members(std::uint64_t id_hash, std::chrono::m
   return it == members_.end() ? std::vector<std::int32_t>{} : it->second;
 }
 
+std::vector<std::int32_t> CommIds::members_of(std::uint64_t id_hash, int nranks, int position,
+                                              std::int32_t rank) {
+  std::vector<std::int32_t> m = members(id_hash, kCommIdWait);
+  const auto at = static_cast<std::size_t>(position);
+  if (std::ssize(m) != nranks || position < 0 || at >= m.size() || m[at] != rank) return {};
+  return m;
+}
+
 }  // namespace prism::runtime

@@ -23,6 +23,10 @@
 
 namespace prism::runtime {
 
+// How long the capture and the coordinator wait for an id the store has
+// not recorded yet before they go on without its members.
+inline constexpr std::chrono::milliseconds kCommIdWait{1000};
+
 class CommIds {
  public:
   // Records (or replaces) the members of the communicator made from the id
@@ -33,15 +37,17 @@ class CommIds {
   // can declare the communicator before the store has read the SET).
   std::vector<std::int32_t> members(std::uint64_t id_hash,
                                     std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  // The members of the communicator of `nranks` that global rank `rank`
+  // declared at `position` from the id `id_hash`, waiting up to kCommIdWait
+  // for the id; empty when it is not known, or when what is known does not
+  // hold `rank` at `position` (another communicator's id, a hash collision).
+  std::vector<std::int32_t> members_of(std::uint64_t id_hash, int nranks, int position,
+                                       std::int32_t rank);
 
  private:
   std::mutex mu_;
   std::condition_variable recorded_;
   std::map<std::uint64_t, std::vector<std::int32_t>> members_;
 };
-
-// How long the capture and the coordinator wait for an id the store has
-// not recorded yet before they go on without its members.
-inline constexpr std::chrono::milliseconds kCommIdWait{1000};
 
 }  // namespace prism::runtime

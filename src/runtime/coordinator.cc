@@ -148,9 +148,7 @@ wire::CommInit Coordinator::Impl::with_members(const LiveRank& s, const wire::Co
   if (c.nranks == 1 && c.rank_in_comm == 0) {
     known.members = {s.rank};
   } else if (options_.comm_ids != nullptr && c.id_hash != 0) {
-    std::vector<std::int32_t> m = options_.comm_ids->members(c.id_hash, kCommIdWait);
-    const auto at = static_cast<std::size_t>(c.rank_in_comm);
-    if (std::ssize(m) == c.nranks && at < m.size() && m[at] == s.rank) known.members = std::move(m);
+    known.members = options_.comm_ids->members_of(c.id_hash, c.nranks, c.rank_in_comm, s.rank);
   }
   return known;
 }

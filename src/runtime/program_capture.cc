@@ -167,11 +167,7 @@ class ProgramCapture::Impl : public LivePolicy {
       return world;
     }
     if (options_.comm_ids == nullptr || c.id_hash == 0) return {};
-    std::vector<std::int32_t> m = options_.comm_ids->members(c.id_hash, kCommIdWait);
-    // An id of another communicator (or a hash collision) is no answer.
-    const auto at = static_cast<std::size_t>(c.rank_in_comm);
-    if (std::ssize(m) != c.nranks || at >= m.size() || m[at] != options_.rank) return {};
-    return m;
+    return options_.comm_ids->members_of(c.id_hash, c.nranks, c.rank_in_comm, options_.rank);
   }
 
   // With every other rank virtual, the colors the others pass are unknown:
