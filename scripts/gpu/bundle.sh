@@ -97,7 +97,7 @@ cp -r "$repo"/examples/{ddp_gpt,pipeline_gpt,cuda_gpt,megatron_gpt,jobs,validati
 mkdir -p "$out/examples/rank_player" && cp "$repo"/examples/rank_player/* "$out/examples/rank_player/"
 cp "$repo/data/kernels.csv" "$out/data/"
 cp "$repo/scripts/measure_kernels.py" "$repo/scripts/kernel_signatures.py" "$out/scripts/"
-cp "$repo"/scripts/gpu/{release_latency.py,nccl_footprint.py,capture_figures.py,trace_kernels.py,coordinator_gone.py,insitu_figures.py} "$out/gpu/"
+cp "$repo"/scripts/gpu/{release_latency.py,nccl_footprint.py,capture_figures.py,trace_kernels.py,coordinator_gone.py,insitu_figures.py,sustained_clocks.py} "$out/gpu/"
 cp "$repo/scripts/gpu/check.sh" "$out/"
 find "$out" -name __pycache__ -prune -exec rm -rf {} +
 

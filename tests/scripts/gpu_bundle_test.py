@@ -56,7 +56,8 @@ class GpuBundleTest(unittest.TestCase):
                   "examples/cuda_gpt/train.py", "examples/jobs/cuda-gpt-1024.yaml",
                   "examples/megatron_gpt/train.py", "examples/jobs/megatron-gpt-pp4-1024.yaml",
                   "data/kernels.csv", "scripts/measure_kernels.py", "gpu/nccl_footprint.py",
-                  "gpu/release_latency.py", "gpu/coordinator_gone.py", "gpu/insitu_figures.py"]:
+                  "gpu/release_latency.py", "gpu/coordinator_gone.py", "gpu/insitu_figures.py",
+                  "gpu/sustained_clocks.py"]:
             self.assertIn(p, paths)
         # glibc and libstdc++ are the host's, never the bundle's.
         libs = os.listdir(os.path.join(self.bundle, "lib"))
