@@ -15,10 +15,13 @@ power limit and the temperature every 250 ms (no clock figures where it is
 missing). Per shape the output gives the burst time, the sustained time per
 call over the first second and the last half of the run (medians), their
 ratio to the burst, the achieved TFLOP/s, and the SM clock and power over
-the same windows.
+the same windows; and, where the kernel database (--db, data/kernels.csv)
+has the shape's signature for this GPU (--gpu), the sustained time over
+the database's: the GPU's sustained slowdown (docs/compute.md, "Sustained
+clocks"). The default shapes are in the database for H100 and H200.
 
     python3 scripts/gpu/sustained_clocks.py [--seconds 20] [--idle 3] [--out FILE.json]
-        [--shape bf16:8192x8192x8192 ...]
+        [--shape bf16:8192x8192x7168 ...] [--db data/kernels.csv] [--gpu H100-SXM5-80GB]
 
 A shape is DTYPE:MxNxK (bf16, or fp8 for e4m3 through torch._scaled_mm).
 Prints one line per shape and writes the figures as JSON (atomically).
@@ -34,8 +37,34 @@ import sys
 import tempfile
 import time
 
-DEFAULT_SHAPES = ["bf16:8192x8192x8192", "bf16:16384x4096x4096", "fp8:8192x8192x8192"]
+# In data/kernels.csv for both Hopper GPUs (measured 2026-11-23).
+DEFAULT_SHAPES = ["bf16:8192x8192x7168", "bf16:14336x4096x8192", "fp8:8192x8192x7168",
+                  "fp8:8192x8192x14336"]
+# torch's device names -> the database's GPU names.
+GPU_NAMES = {"H100 80GB HBM3": "H100-SXM5-80GB", "H100": "H100-SXM5-80GB", "H200": "H200-SXM-141GB",
+             "A100-SXM4-80GB": "A100-SXM4-80GB", "A100-SXM4-40GB": "A100-SXM4-40GB",
+             "B200": "B200-SXM-180GB"}
 BATCH = 20  # calls between a pair of events in the sustained loop
+
+
+def db_name(device_name):
+    """The database's name for torch's device name ("NVIDIA H200"), or None."""
+    name = device_name.replace("NVIDIA ", "").strip()
+    return GPU_NAMES.get(name) or next((v for k, v in GPU_NAMES.items() if name.startswith(k)), None)
+
+
+def read_db(path, gpu):
+    """signature -> microseconds of the rows of `gpu` in a kernel database."""
+    import csv
+    with open(path, newline="") as f:
+        return {r["signature"].strip(): float(r["us"]) for r in csv.DictReader(
+            line for line in f if line.strip() and not line.lstrip().startswith("#"))
+            if r.get("gpu", "").strip() == gpu}
+
+
+def signature(shape):
+    dtype, m, n, k = shape
+    return f"gemm {dtype} m={m} n={n} k={k}"
 
 
 def _timer_class():
@@ -166,6 +195,11 @@ def main(argv=None):
     p.add_argument("--idle", type=float, default=3.0, help="idle seconds before each shape (3)")
     p.add_argument("--shape", type=parse_shape, action="append", help=f"(default {DEFAULT_SHAPES})")
     p.add_argument("--out", help="write the figures here as JSON")
+    here = os.path.dirname(os.path.abspath(__file__))
+    default_db = next((d for d in (os.path.join(here, "..", "..", "data", "kernels.csv"),
+                                   os.path.join(here, "..", "data", "kernels.csv")) if os.path.exists(d)), None)
+    p.add_argument("--db", default=default_db, help="the kernel database (default: data/kernels.csv)")
+    p.add_argument("--gpu", help="the database's name of this GPU (default: from torch's device name)")
     args = p.parse_args(argv)
     if args.seconds < 2:
         p.error("--seconds must be at least 2")
@@ -174,19 +208,33 @@ def main(argv=None):
     if not torch.cuda.is_available():
         sys.exit("sustained_clocks.py: error: no CUDA device (this check needs a GPU)")
     Timer = _timer_class()
-    result = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "shapes": []}
+    device = torch.cuda.get_device_name(0)
+    gpu = args.gpu or db_name(device)
+    db = read_db(args.db, gpu) if args.db and gpu else {}
+    result = {"gpu": device, "db_gpu": gpu, "torch": torch.__version__, "shapes": []}
     for shape in shapes:
         if shape[0] == "fp8" and not hasattr(torch, "_scaled_mm"):
             print(f"{shape}: skipped, no torch._scaled_mm", flush=True)
             continue
         r = run_shape(torch, Timer, shape, args.seconds, args.idle)
+        if signature(shape) in db:
+            r["db_us"] = db[signature(shape)]
+            r["last_half_over_db"] = round(r["sustained_last_half_us"] / r["db_us"], 4)
         result["shapes"].append(r)
         print(f"{r['shape']}: burst {r['burst_us']:.1f} us ({r['burst_tflops']} TFLOP/s), sustained "
               f"first 1 s {r['sustained_first_s_us']:.1f} us, last half {r['sustained_last_half_us']:.1f} us "
               f"({r['sustained_last_half_tflops']} TFLOP/s): x{r['last_half_over_burst']:.4f} of burst; "
               f"SM MHz burst/last half {r.get('burst_sm_mhz')}/{r.get('last_half_sm_mhz')}, "
-              f"power W {r.get('burst_power_w')}/{r.get('last_half_power_w')} of {r.get('power_limit_w')}",
-              flush=True)
+              f"power W {r.get('burst_power_w')}/{r.get('last_half_power_w')} of {r.get('power_limit_w')}; "
+              + (f"database {r['db_us']} us: sustained x{r['last_half_over_db']:.4f} of it" if "db_us" in r
+                 else f"not in the database for {gpu}"), flush=True)
+    for dtype in ("bf16", "fp8"):
+        xs = [r["last_half_over_db"] for r in result["shapes"]
+              if "last_half_over_db" in r and r["shape"].startswith(dtype)]
+        if xs:
+            result[f"{dtype}_sustained_over_db_median"] = round(statistics.median(xs), 4)
+            print(f"{dtype}: sustained over the database, median x{statistics.median(xs):.4f} "
+                  f"over {len(xs)} shapes", flush=True)
     if args.out:
         d = os.path.dirname(os.path.abspath(args.out))
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".sustained.")

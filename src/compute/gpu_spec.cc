@@ -62,8 +62,34 @@ struct GemmCurve {
   double fp8_efficiency, fp8_k_half;
 };
 
+// A GEMM's or attention kernel's time at sustained power over its time in a
+// burst, per input type (GpuSpec::tensor_sustained_slowdown).
+struct Sustained {
+  double bf16, fp8;
+};
+
+// Hopper: scripts/gpu/sustained_clocks.py on an H200 (2026-11-28, torch
+// 2.11.0+cu130; docs/compute.md, "Sustained clocks"). GEMMs called back to
+// back for 20 s drew 692 of the 700 W limit within the first second and the
+// SM clock fell from 1,980 MHz to 1,365-1,500: the time per call over the
+// last 10 s was 1.21 times the time of a burst after 3 s idle. But the
+// database was measured in one long run of back-to-back kernels, at or near
+// that limit: the curves fitted to it (kHopperGemm) give 1574.8, 810.8 and
+// 894.0 us for the three shapes, whose sustained times were 1652.1 (bf16
+// 8192^3), 832.1 (bf16 16384x4096x4096) and 894.4 us (FP8 8192^3). The
+// slowdown over the database is therefore 1.049 and 1.026 for bf16 (1.0375,
+// their mean) and 1.000 for FP8. The H100 SXM is the same GH100 compute at
+// the same 700 W limit, and its database rows of these sizes are within
+// 1-4% of the H200's: the H200's figures stand for it until an H100
+// measures its own.
+constexpr Sustained kHopperSustained{1.0375, 1.0};
+// Not measured: 1 (burst and sustained alike). The A100 curve is calibrated
+// on training runs, so whatever throttling they had is already in it.
+constexpr Sustained kNotMeasured{1, 1};
+
 GpuSpec make(std::string_view name, const ArchConstants& a, const GemmCurve& c, double bf16_tflops,
-             double fp8_tflops, double hbm_GBps, double hbm_GB) {
+             double fp8_tflops, double hbm_GBps, double hbm_GB,
+             const Sustained& sustained = kNotMeasured) {
   GpuSpec g;
   g.name = std::string(name);
   g.num_sms = a.num_sms;
@@ -83,6 +109,8 @@ GpuSpec make(std::string_view name, const ArchConstants& a, const GemmCurve& c, 
   g.attention_head_dim_half = a.attention_head_dim_half;
   g.hbm_efficiency = a.hbm_efficiency;
   g.launch_overhead_us = a.launch_overhead_us;
+  g.tensor_sustained_slowdown = sustained.bf16;
+  g.tensor_fp8_sustained_slowdown = sustained.fp8;
   return g;
 }
 
@@ -118,8 +146,8 @@ std::vector<GpuSpec> make_presets() {
   return {
       make("A100-SXM4-40GB", kAmpere, kA100Gemm, 312, 0, 1555, 40),
       make("A100-SXM4-80GB", kAmpere, kA100Gemm, 312, 0, 2039, 80),
-      make("H100-SXM5-80GB", kHopper, kHopperGemm, 989.4, 1978.9, 3350, 80),
-      make("H200-SXM-141GB", kHopper, kHopperGemm, 989.4, 1978.9, 4800, 141),
+      make("H100-SXM5-80GB", kHopper, kHopperGemm, 989.4, 1978.9, 3350, 80, kHopperSustained),
+      make("H200-SXM-141GB", kHopper, kHopperGemm, 989.4, 1978.9, 4800, 141, kHopperSustained),
       make("B200-SXM-180GB", kBlackwell, kB200Gemm, 2250, 4500, 8000, 180),
   };
 }
@@ -171,6 +199,9 @@ Status validate_gpu_spec(const GpuSpec& g) {
     return bad("attention half points must be > 0");
   if (!fraction(g.hbm_efficiency)) return bad("hbm_efficiency must be in (0, 1]");
   if (!(g.launch_overhead_us >= 0)) return bad("launch_overhead_us must be >= 0");
+  if (!(g.tensor_sustained_slowdown >= 1 && g.tensor_sustained_slowdown <= 2) ||
+      !(g.tensor_fp8_sustained_slowdown >= 1 && g.tensor_fp8_sustained_slowdown <= 2))
+    return bad("sustained slowdowns must be in [1, 2]");
   return Status::ok();
 }
 

@@ -37,13 +37,21 @@ struct GpuSpec {
   double attention_head_dim_half = 0;  // head dim at half efficiency
   double hbm_efficiency = 0;           // achievable fraction of hbm_Bps
   double launch_overhead_us = 0;       // added to every kernel; its floor
+  // Sustained power: a GEMM's or attention kernel's time in a training step,
+  // which holds the GPU at its power limit and its SM clock below boost, over
+  // its time in a burst of calls (how data/kernels.csv is measured, and so
+  // the curves fitted to it). >= 1; 1 where not measured (docs/compute.md,
+  // "Sustained clocks").
+  double tensor_sustained_slowdown = 1;      // bf16 (any non-FP8) inputs
+  double tensor_fp8_sustained_slowdown = 1;  // FP8 inputs
 };
 
 const std::vector<std::string_view>& gpu_spec_names();
 // A preset by name, or not_found naming the presets.
 Result<GpuSpec> gpu_spec(std::string_view name);
 // The problem with a spec (a custom one) or ok: positive peaks and SM count,
-// efficiencies in (0, 1], positive tiles and half points, launch >= 0.
+// efficiencies in (0, 1], positive tiles and half points, launch >= 0,
+// sustained slowdowns in [1, 2].
 Status validate_gpu_spec(const GpuSpec& g);
 
 }  // namespace prism

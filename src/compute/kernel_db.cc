@@ -37,17 +37,24 @@ std::vector<std::string_view> split_fields(std::string_view line) {
   }
 }
 
-// Column positions of the required fields.
+// Column positions of the required fields, and of `source` where there is one.
 struct Columns {
   std::size_t count = 0;
   std::size_t gpu = 0, signature = 0, us = 0;
+  std::optional<std::size_t> source;
 };
+
+// `prism calibrate kineto` writes "kineto FILES DATE" as a row's source: a
+// time taken inside a profiled training step.
+bool in_situ_source(std::string_view source) {
+  return source.starts_with("kineto ");
+}
 
 class Parser {
  public:
   Parser(std::string_view source, std::string_view gpu) : source_(source), gpu_(gpu) {}
 
-  Result<std::vector<std::pair<std::string, double>>> run(std::string_view csv);
+  Result<std::vector<std::pair<std::string, KernelDb::Row>>> run(std::string_view csv);
 
  private:
   Status error(std::string_view reason) const {
@@ -62,10 +69,10 @@ class Parser {
   int line_no_ = 0;
   std::optional<Columns> cols_;
   std::map<std::pair<std::string, std::string>, int, std::less<>> first_line_;
-  std::vector<std::pair<std::string, double>> rows_;  // of gpu_
+  std::vector<std::pair<std::string, KernelDb::Row>> rows_;  // of gpu_
 };
 
-Result<std::vector<std::pair<std::string, double>>> Parser::run(std::string_view csv) {
+Result<std::vector<std::pair<std::string, KernelDb::Row>>> Parser::run(std::string_view csv) {
   if (csv.starts_with("\xEF\xBB\xBF")) csv.remove_prefix(3);  // UTF-8 byte-order mark
   std::size_t pos = 0;
   while (pos < csv.size()) {
@@ -97,6 +104,7 @@ Status Parser::parse_header(const std::vector<std::string_view>& fields) {
         return error(fmt::format("column '{}' appears twice in the header", fields[i]));
     for (std::size_t r = 0; r < kRequired.size(); ++r)
       if (fields[i] == kRequired[r]) found[r] = i;
+    if (fields[i] == "source") c.source = i;
   }
   for (std::size_t r = 0; r < kRequired.size(); ++r)
     if (!found[r])
@@ -141,7 +149,9 @@ Status Parser::parse_row(const std::vector<std::string_view>& fields) {
   if (!inserted)
     return error(fmt::format("duplicate signature '{}' for gpu {} (first on line {})", sig, gpu,
                              it->second));
-  if (gpu == gpu_) rows_.emplace_back(std::string(sig), us);
+  if (gpu == gpu_)
+    rows_.emplace_back(std::string(sig),
+                       KernelDb::Row{us, c.source && in_situ_source(fields[*c.source])});
   return Status::ok();
 }
 
@@ -151,7 +161,7 @@ Result<KernelDb> KernelDb::parse(std::string_view csv, std::string_view source,
                                  std::string_view gpu) {
   PRISM_ASSIGN_OR_RETURN(auto rows, Parser(source, gpu).run(csv));
   KernelDb db;
-  for (auto& [sig, us] : rows) db.us_.emplace(std::move(sig), us);
+  for (auto& [sig, row] : rows) db.rows_.emplace(std::move(sig), row);
   return db;
 }
 
@@ -160,14 +170,20 @@ Result<KernelDb> KernelDb::load(const std::string& path, std::string_view gpu) {
   return parse(text, path, gpu);
 }
 
-std::optional<double> KernelDb::find_us(std::string_view signature) const {
-  const auto it = us_.find(signature);
-  if (it == us_.end()) return std::nullopt;
+std::optional<KernelDb::Row> KernelDb::find(std::string_view signature) const {
+  const auto it = rows_.find(signature);
+  if (it == rows_.end()) return std::nullopt;
   return it->second;
 }
 
+std::optional<double> KernelDb::find_us(std::string_view signature) const {
+  const auto row = find(signature);
+  if (!row) return std::nullopt;
+  return row->us;
+}
+
 void KernelDb::merge(const KernelDb& other) {
-  for (const auto& [sig, us] : other.us_) us_.insert_or_assign(sig, us);
+  for (const auto& [sig, row] : other.rows_) rows_.insert_or_assign(sig, row);
 }
 
 }  // namespace prism

@@ -6,6 +6,9 @@
 // required; source and any extra columns are kept out of the way). Fields are
 // not quoted (a signature never contains a comma) and are trimmed of
 // surrounding blanks; blank lines and lines starting with '#' are skipped.
+// A row whose source starts with "kineto " (written by `prism calibrate
+// kineto`) is marked in situ: a time taken inside a profiled training step,
+// at the clocks the step ran at (compute/kernel_model.h uses it as is).
 // Every row is checked, whichever GPU it is for; rows for other GPUs than the
 // one asked for are then ignored. Malformed lines are rejected with
 // "FILE:LINE: reason": a wrong field count, an empty gpu or signature, a
@@ -31,9 +34,15 @@ class KernelDb {
                                 std::string_view gpu);
   static Result<KernelDb> load(const std::string& path, std::string_view gpu);
 
-  // Measured microseconds of the kernel with this signature, if any.
+  struct Row {
+    double us = 0;         // measured microseconds
+    bool in_situ = false;  // taken in a training step (source "kineto ...")
+  };
+  // The measurement of the kernel with this signature, if any.
+  std::optional<Row> find(std::string_view signature) const;
+  // Its microseconds, if any.
   std::optional<double> find_us(std::string_view signature) const;
-  std::size_t size() const { return us_.size(); }
+  std::size_t size() const { return rows_.size(); }
   // Adds rows of another database (its entries win), for several --kernel-db files.
   void merge(const KernelDb& other);
 
@@ -42,7 +51,7 @@ class KernelDb {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  std::unordered_map<std::string, double, Hash, std::equal_to<>> us_;
+  std::unordered_map<std::string, Row, Hash, std::equal_to<>> rows_;
 };
 
 }  // namespace prism

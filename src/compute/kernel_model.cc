@@ -84,12 +84,15 @@ std::string_view to_string(KernelSource s) {
   return "model";
 }
 
-std::optional<double> KernelModel::measured_ns(const Kernel& k, KernelSource* source) const {
+std::optional<double> KernelModel::measured_ns(const Kernel& k, KernelSource* source,
+                                               bool* in_situ) const {
   *source = KernelSource::kModel;
+  *in_situ = false;
   if (db_ == nullptr) return std::nullopt;
-  if (const auto us = db_->find_us(signature(k))) {
+  if (const auto row = db_->find(signature(k))) {
     *source = KernelSource::kMeasured;
-    return *us * 1e3;
+    *in_situ = row->in_situ;
+    return row->us * 1e3;
   }
   // An accumulating GEMM measured only without accumulation (the shipped
   // database predates `acc`): the measurement, scaled by what the curves
@@ -97,25 +100,41 @@ std::optional<double> KernelModel::measured_ns(const Kernel& k, KernelSource* so
   if (k.kind != KernelKind::kGemm || !k.acc) return std::nullopt;
   Kernel plain = k;
   plain.acc.reset();
-  const auto us = db_->find_us(signature(plain));
-  if (!us) return std::nullopt;
+  const auto row = db_->find(signature(plain));
+  if (!row) return std::nullopt;
   *source = KernelSource::kMeasuredPlainScaled;
-  return *us * 1e3 * static_cast<double>(modeled(k).ns) / static_cast<double>(modeled(plain).ns);
+  *in_situ = row->in_situ;
+  return row->us * 1e3 * static_cast<double>(modeled(k).ns) /
+         static_cast<double>(modeled(plain).ns);
 }
 
 KernelSource KernelModel::source(const Kernel& k) const {
   KernelSource s = KernelSource::kModel;
-  measured_ns(k, &s);
+  bool in_situ = false;
+  measured_ns(k, &s, &in_situ);
   return s;
+}
+
+double KernelModel::sustained_slowdown(const Kernel& k) const {
+  if (k.kind == KernelKind::kMemoryBound) return 1;  // bound by HBM, not the SM clock
+  return is_fp8(k.dtype) && gpu_.fp8_flops > 0 ? gpu_.tensor_fp8_sustained_slowdown
+                                               : gpu_.tensor_sustained_slowdown;
 }
 
 SimTime KernelModel::time(const Kernel& k) const {
   KernelSource s = KernelSource::kModel;
-  if (const auto ns = measured_ns(k, &s)) return to_time(*ns);
-  return modeled(k);
+  bool in_situ = false;
+  const auto ns = measured_ns(k, &s, &in_situ);
+  if (ns && in_situ) return to_time(*ns);  // taken in a step, at the step's clocks
+  if (ns) return to_time(*ns * sustained_slowdown(k));
+  return modeled_at(k, sustained_slowdown(k));
 }
 
 SimTime KernelModel::modeled(const Kernel& k) const {
+  return modeled_at(k, 1);
+}
+
+SimTime KernelModel::modeled_at(const Kernel& k, double slowdown) const {
   double s = 0;
   switch (k.kind) {
     case KernelKind::kGemm:
@@ -129,7 +148,7 @@ SimTime KernelModel::modeled(const Kernel& k) const {
       s = std::max(memory_s(kernel_bytes(k)), kernel_flops(k) / gpu_.bf16_flops);
       break;
   }
-  return to_time((s + gpu_.launch_overhead_us * 1e-6) * 1e9);
+  return to_time((s * slowdown + gpu_.launch_overhead_us * 1e-6) * 1e9);
 }
 
 double KernelModel::memory_s(double bytes) const {

@@ -50,23 +50,32 @@ class KernelModel {
   // `db` may be null (model only); it must outlive the model. `gpu` must pass
   // validate_gpu_spec() (checked).
   KernelModel(GpuSpec gpu, const KernelDb* db);
-  // Rounded up to a nanosecond; at least the GPU's launch floor. A measured
-  // time is used as is (us -> ns, rounded up), floor or not. A GEMM with
-  // `acc` not in the database whose plain signature (acc cleared) is:
-  // measured plain ns x modeled(k) / modeled(plain), rounded up.
+  // The kernel's time in a training step, rounded up to a nanosecond. A
+  // measured time taken in a step (KernelDb::Row::in_situ) is used as is
+  // (us -> ns), floor or not; another measured row times the GPU's sustained
+  // slowdown for the kernel (sustained_slowdown()); otherwise the curves'
+  // time with its kernel part (not the launch floor) so slowed. A GEMM with `acc` not in
+  // the database whose plain signature (acc cleared) is: measured plain ns x
+  // modeled(k) / modeled(plain), then as above.
   SimTime time(const Kernel& k) const;
+  // GEMMs and attention: the GPU's tensor_sustained_slowdown (its FP8 one for
+  // FP8 inputs on FP8 tensor cores); memory-bound kernels: 1.
+  double sustained_slowdown(const Kernel& k) const;
   // Where time(k) comes from.
   KernelSource source(const Kernel& k) const;
   // Whether time(k) came from the database (directly or scaled from the
   // plain GEMM's measurement).
   bool measured(const Kernel& k) const { return source(k) != KernelSource::kModel; }
-  // The efficiency curves' time, ignoring the database.
+  // The efficiency curves' time, ignoring the database: a burst time, as
+  // the database's rows are measured (no sustained slowdown).
   SimTime modeled(const Kernel& k) const;
   const GpuSpec& gpu() const { return gpu_; }
 
  private:
   // The database's time of k, or of its plain GEMM scaled (see time()).
-  std::optional<double> measured_ns(const Kernel& k, KernelSource* source) const;
+  std::optional<double> measured_ns(const Kernel& k, KernelSource* source, bool* in_situ) const;
+  // The curves' time with the kernel part (launch floor excluded) x slowdown.
+  SimTime modeled_at(const Kernel& k, double slowdown) const;
   double gemm_s(const Kernel& k) const;
   double attention_s(const Kernel& k) const;
   double memory_s(double bytes) const;

@@ -1,5 +1,7 @@
 #include "compute/gpu_spec.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 namespace prism {
@@ -98,6 +100,12 @@ TEST(GpuSpecTest, ValidateRejectsEachBadField) {
       {[](GpuSpec& g) { g.attention_seq_half = 0; }, "attention half points must be > 0"},
       {[](GpuSpec& g) { g.hbm_efficiency = 0; }, "hbm_efficiency must be in (0, 1]"},
       {[](GpuSpec& g) { g.launch_overhead_us = -1; }, "launch_overhead_us must be >= 0"},
+      {[](GpuSpec& g) { g.tensor_sustained_slowdown = 0.99; },
+       "sustained slowdowns must be in [1, 2]"},
+      {[](GpuSpec& g) { g.tensor_fp8_sustained_slowdown = 2.5; },
+       "sustained slowdowns must be in [1, 2]"},
+      {[](GpuSpec& g) { g.tensor_sustained_slowdown = std::nan(""); },
+       "sustained slowdowns must be in [1, 2]"},
   };
   for (const Case& c : cases) {
     GpuSpec g = good;

@@ -48,6 +48,33 @@ TEST(KernelDbTest, ColumnsByNameExtraColumnsCommentsBlanksCrlfBom) {
   EXPECT_EQ(db->find_us("mem adam bytes=0"), 0.0);
 }
 
+// Rows `prism calibrate kineto` wrote (source "kineto ...") are taken in a
+// training step; any other source, an empty one or none is not.
+TEST(KernelDbTest, KinetoSourcesAreInSitu) {
+  const Result<KernelDb> db = KernelDb::parse(
+      "gpu,signature,us,source,count\n"
+      "H100-SXM5-80GB,gemm bf16 m=1 n=1 k=1,5,kineto step.json 2026-11-28,3\n"
+      "H100-SXM5-80GB,gemm bf16 m=2 n=1 k=1,5,measure_kernels.py torch 2.11.0,1\n"
+      "H100-SXM5-80GB,gemm bf16 m=3 n=1 k=1,5,kinetoish,1\n"
+      "H100-SXM5-80GB,gemm bf16 m=4 n=1 k=1,5,,1\n",
+      "k.csv", kH100);
+  ASSERT_TRUE(db.is_ok()) << db.status().message();
+  EXPECT_TRUE(db->find("gemm bf16 m=1 n=1 k=1")->in_situ);
+  EXPECT_EQ(db->find("gemm bf16 m=1 n=1 k=1")->us, 5.0);
+  EXPECT_FALSE(db->find("gemm bf16 m=2 n=1 k=1")->in_situ);
+  EXPECT_FALSE(db->find("gemm bf16 m=3 n=1 k=1")->in_situ);
+  EXPECT_FALSE(db->find("gemm bf16 m=4 n=1 k=1")->in_situ);
+  EXPECT_EQ(db->find("gemm bf16 m=5 n=1 k=1"), std::nullopt);
+  const Result<KernelDb> bare =
+      KernelDb::parse("gpu,signature,us\nH100-SXM5-80GB,gemm bf16 m=1 n=1 k=1,5\n", "k.csv", kH100);
+  ASSERT_TRUE(bare.is_ok());
+  EXPECT_FALSE(bare->find("gemm bf16 m=1 n=1 k=1")->in_situ);
+  // merge() keeps the flag of the row that wins.
+  KernelDb merged = *bare;
+  merged.merge(*db);
+  EXPECT_TRUE(merged.find("gemm bf16 m=1 n=1 k=1")->in_situ);
+}
+
 TEST(KernelDbTest, HeaderOnlyIsAnEmptyDatabase) {
   const Result<KernelDb> db = KernelDb::parse("gpu,signature,us\n", "k.csv", kH100);
   ASSERT_TRUE(db.is_ok());

@@ -13,8 +13,11 @@ KernelModel model(std::string_view gpu, const KernelDb* db = nullptr) {
   return KernelModel(*gpu_spec(gpu), db);
 }
 
+// The curves' rate in a burst of calls (KernelModel::modeled), as the
+// published microbenchmarks and the database measure kernels; time() adds
+// the sustained slowdown (KernelModelSustainedTest).
 double tflops(const KernelModel& m, const Kernel& k) {
-  return kernel_flops(k) / m.time(k).seconds() / 1e12;
+  return kernel_flops(k) / m.modeled(k).seconds() / 1e12;
 }
 
 bool fp8(DType d) {
@@ -161,13 +164,17 @@ TEST(KernelModelDbTest, MeasuredTimesOverrideExactly) {
   const KernelModel m = model("H100-SXM5-80GB", &db);
   const KernelModel plain = model("H100-SXM5-80GB");
 
+  // A measured row times the sustained slowdown (1.0375 for bf16 on Hopper),
+  // rounded up to a nanosecond.
+  const double slow = m.gpu().tensor_sustained_slowdown;
+  ASSERT_EQ(slow, 1.0375);
   const Kernel g = gemm(8192, 8192, 8192);
   EXPECT_TRUE(m.measured(g));
-  EXPECT_EQ(m.time(g).ns, 1512300);
-  EXPECT_EQ(m.modeled(g), plain.time(g));
+  EXPECT_EQ(m.time(g).ns, static_cast<std::int64_t>(std::ceil(1512300 * slow)));
+  EXPECT_EQ(m.modeled(g), plain.modeled(g));
   EXPECT_FALSE(plain.measured(g));
 
-  // Rounded up to a nanosecond, below the launch floor if so measured.
+  // Below the launch floor if so measured.
   const Kernel a = attention(true, 1, 16, 2, 8192, 8192, 128, true);
   EXPECT_EQ(m.time(a).ns, 1);
   // Clamped to the longest op.
@@ -200,24 +207,89 @@ TEST(KernelModelDbTest, AccumulatingGemmScalesItsPlainMeasurement) {
   EXPECT_EQ(m.source(plain), KernelSource::kMeasured);
   EXPECT_EQ(m.source(acc), KernelSource::kMeasuredPlainScaled);
   EXPECT_TRUE(m.measured(acc));
-  EXPECT_EQ(m.time(acc).ns, static_cast<std::int64_t>(std::ceil(100e3 * ma / mp)));
+  const double slow = m.gpu().tensor_sustained_slowdown;
+  EXPECT_EQ(m.time(acc).ns, static_cast<std::int64_t>(std::ceil(100e3 * ma / mp * slow)));
   EXPECT_GT(m.time(acc).ns, 100000);
   EXPECT_EQ(to_string(m.source(acc)), "measured (plain) x model");
 
   // Measured with acc: that row, as is.
   const Kernel own = gemm(4096, 4096, 4096, DType::kBFloat16, 1, DType::kFloat32);
   EXPECT_EQ(m.source(own), KernelSource::kMeasured);
-  EXPECT_EQ(m.time(own).ns, 250500);
+  EXPECT_EQ(m.time(own).ns, static_cast<std::int64_t>(std::ceil(250500 * slow)));
   // Neither measured (the other acc type has no row, nor has its plain GEMM
   // with another shape): the curves.
   const Kernel none = gemm(8192, 3072, 1024, DType::kBFloat16, 1, DType::kBFloat16);
   EXPECT_EQ(m.source(none), KernelSource::kModel);
   EXPECT_FALSE(m.measured(none));
-  EXPECT_EQ(m.time(none), m.modeled(none));
+  EXPECT_GT(m.time(none), m.modeled(none));
   EXPECT_EQ(to_string(KernelSource::kModel), "model");
   EXPECT_EQ(to_string(KernelSource::kMeasured), "measured");
   // Without a database, the curves.
   EXPECT_EQ(model("H100-SXM5-80GB").source(acc), KernelSource::kModel);
+}
+
+// ---- Sustained clocks (docs/compute.md, "Sustained clocks") ----
+
+// GEMMs and attention: the curves' kernel part and burst-measured rows x the
+// GPU's slowdown for the input type; memory-bound kernels and rows taken in
+// a training step (source "kineto ...") as they are.
+TEST(KernelModelSustainedTest, TensorKernelsSlowByTheGpusFactor) {
+  GpuSpec g = *gpu_spec("H100-SXM5-80GB");
+  g.tensor_sustained_slowdown = 1.25;
+  g.tensor_fp8_sustained_slowdown = 1.5;
+  const KernelModel m(g, nullptr);
+  const double launch_ns = g.launch_overhead_us * 1e3;
+  const auto slowed = [&](const Kernel& k, double x) {
+    const double kernel_ns = static_cast<double>(m.modeled(k).ns) - launch_ns;
+    return static_cast<double>(m.time(k).ns) - launch_ns - kernel_ns * x;
+  };
+  // modeled() rounds up once, time() once: within 2 ns.
+  EXPECT_NEAR(slowed(gemm(8192, 8192, 8192), 1.25), 0, 2);
+  EXPECT_NEAR(slowed(gemm(8192, 8192, 8192, DType::kFloat8E4M3), 1.5), 0, 2);
+  EXPECT_NEAR(slowed(attention(false, 1, 32, 8, 8192, 8192, 128, true), 1.25), 0, 2);
+  EXPECT_NEAR(slowed(attention(true, 1, 32, 8, 8192, 8192, 128, true), 1.25), 0, 2);
+  const Kernel mem = memory_bound("adam", 1 << 30);
+  EXPECT_EQ(m.time(mem), m.modeled(mem));
+  EXPECT_EQ(m.sustained_slowdown(mem), 1);
+  // The launch floor is not slowed.
+  EXPECT_EQ(m.time(gemm(0, 4096, 4096)), m.modeled(gemm(0, 4096, 4096)));
+
+  // Without FP8 tensor cores an FP8 GEMM runs as bf16: bf16's factor.
+  GpuSpec a = *gpu_spec("A100-SXM4-80GB");
+  a.tensor_sustained_slowdown = 1.25;
+  a.tensor_fp8_sustained_slowdown = 1.5;
+  EXPECT_EQ(KernelModel(a, nullptr).sustained_slowdown(gemm(64, 64, 64, DType::kFloat8E4M3)), 1.25);
+
+  const KernelDb db = *KernelDb::parse(
+      "gpu,signature,us,source\n"
+      "H100-SXM5-80GB,gemm bf16 m=4096 n=4096 k=4096,200,measure_kernels.py torch 2.11.0\n"
+      "H100-SXM5-80GB,gemm bf16 m=2048 n=4096 k=4096,120,kineto step.json 2026-11-28\n"
+      "H100-SXM5-80GB,gemm fp8 m=4096 n=4096 k=4096,100,measure_kernels.py torch 2.11.0\n",
+      "db.csv", "H100-SXM5-80GB");
+  const KernelModel md(g, &db);
+  EXPECT_EQ(md.time(gemm(4096, 4096, 4096)).ns, 250000);
+  EXPECT_EQ(md.time(gemm(2048, 4096, 4096)).ns, 120000);  // in situ: as measured
+  EXPECT_EQ(md.time(gemm(4096, 4096, 4096, DType::kFloat8E4M3)).ns, 150000);
+  // An accumulating GEMM scaled from an in-situ plain row stays in situ.
+  const Kernel acc = gemm(2048, 4096, 4096, DType::kBFloat16, 1, DType::kFloat32);
+  EXPECT_EQ(md.source(acc), KernelSource::kMeasuredPlainScaled);
+  EXPECT_EQ(md.time(acc).ns, static_cast<std::int64_t>(std::ceil(
+                                 120e3 * static_cast<double>(md.modeled(acc).ns) /
+                                 static_cast<double>(md.modeled(gemm(2048, 4096, 4096)).ns))));
+}
+
+// The presets: Hopper's measured factors (gpu_spec.cc), 1 where not measured.
+TEST(KernelModelSustainedTest, PresetFactors) {
+  for (std::string_view name : {"H100-SXM5-80GB", "H200-SXM-141GB"}) {
+    const GpuSpec g = *gpu_spec(name);
+    EXPECT_EQ(g.tensor_sustained_slowdown, 1.0375) << name;
+    EXPECT_EQ(g.tensor_fp8_sustained_slowdown, 1.0) << name;
+  }
+  for (std::string_view name : {"A100-SXM4-40GB", "A100-SXM4-80GB", "B200-SXM-180GB"}) {
+    const GpuSpec g = *gpu_spec(name);
+    EXPECT_EQ(g.tensor_sustained_slowdown, 1.0) << name;
+    EXPECT_EQ(g.tensor_fp8_sustained_slowdown, 1.0) << name;
+  }
 }
 
 TEST(KernelModelDeathTest, RejectsAnInvalidSpec) {
@@ -357,6 +429,8 @@ TEST(KernelModelPropertyTest, MemoryBoundIsMonotoneAndBandwidthBound) {
   }
 }
 
+// The caps are burst efficiencies (the curves are fitted to burst-measured
+// kernels): modeled(), not time().
 TEST(KernelModelPropertyTest, EfficiencyApproachesTheCap) {
   for (std::string_view gpu : gpu_spec_names()) {
     const KernelModel m = model(gpu);
@@ -364,12 +438,13 @@ TEST(KernelModelPropertyTest, EfficiencyApproachesTheCap) {
     // GEMM: a wave-aligned huge problem reaches > 98% of the cap, and the cap
     // is never exceeded.
     const Kernel big = gemm(std::int64_t{128} * g.num_sms * 16, 256 * 64, 65536);
-    const double eff = kernel_flops(big) / m.time(big).seconds() / g.bf16_flops;
+    const double eff = kernel_flops(big) / m.modeled(big).seconds() / g.bf16_flops;
     EXPECT_GT(eff, 0.98 * g.gemm_max_efficiency) << gpu;
     EXPECT_LE(eff, g.gemm_max_efficiency) << gpu;
     double last = 0;
     for (std::int64_t s = 256; s <= 32768; s *= 2) {
-      const double e = kernel_flops(gemm(s, s, s)) / m.time(gemm(s, s, s)).seconds() / g.bf16_flops;
+      const double e =
+          kernel_flops(gemm(s, s, s)) / m.modeled(gemm(s, s, s)).seconds() / g.bf16_flops;
       EXPECT_LE(e, g.gemm_max_efficiency) << gpu << " " << s;
       if (s <= 4096) {
         EXPECT_GT(e, last) << gpu << " " << s;
@@ -381,7 +456,7 @@ TEST(KernelModelPropertyTest, EfficiencyApproachesTheCap) {
     for (bool bwd : {false, true}) {
       const Kernel a = attention(bwd, 4, 2 * g.num_sms, 2 * g.num_sms, 65536, 65536, 1024, false);
       const double cap = bwd ? g.attention_bwd_efficiency : g.attention_fwd_efficiency;
-      const double e = kernel_flops(a) / m.time(a).seconds() / g.bf16_flops;
+      const double e = kernel_flops(a) / m.modeled(a).seconds() / g.bf16_flops;
       EXPECT_GT(e, 0.95 * cap) << gpu;
       EXPECT_LE(e, cap) << gpu;
     }

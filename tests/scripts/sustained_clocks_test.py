@@ -42,6 +42,30 @@ class ShapeTest(unittest.TestCase):
         self.assertEqual(r.stderr.strip(), "sustained_clocks.py: error: no CUDA device (this check needs a GPU)")
 
 
+class DatabaseTest(unittest.TestCase):
+    def test_gpu_names(self):
+        self.assertEqual(sustained_clocks.db_name("NVIDIA H200"), "H200-SXM-141GB")
+        self.assertEqual(sustained_clocks.db_name("NVIDIA H100 80GB HBM3"), "H100-SXM5-80GB")
+        self.assertIsNone(sustained_clocks.db_name("NVIDIA GeForce RTX 4090"))
+
+    def test_default_shapes_are_in_the_shipped_database(self):
+        db_path = os.path.join(REPO, "data", "kernels.csv")
+        for gpu in ("H100-SXM5-80GB", "H200-SXM-141GB"):
+            db = sustained_clocks.read_db(db_path, gpu)
+            for text in sustained_clocks.DEFAULT_SHAPES:
+                self.assertIn(sustained_clocks.signature(sustained_clocks.parse_shape(text)), db, gpu)
+
+    def test_read_db_takes_the_gpus_rows(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("# a comment\ngpu,signature,us,source\nH100-SXM5-80GB,gemm bf16 m=1 n=2 k=3,4.5,x\n"
+                    "H200-SXM-141GB,gemm bf16 m=1 n=2 k=3,9,x\n\n")
+        try:
+            self.assertEqual(sustained_clocks.read_db(f.name, "H100-SXM5-80GB"), {"gemm bf16 m=1 n=2 k=3": 4.5})
+            self.assertEqual(sustained_clocks.read_db(f.name, "B200-SXM-180GB"), {})
+        finally:
+            os.unlink(f.name)
+
+
 class SamplerTest(unittest.TestCase):
     def test_rows_from_a_stand_in_nvidia_smi(self):
         with tempfile.TemporaryDirectory() as d:
