@@ -86,6 +86,8 @@ def read_gemms(path):
             continue
         try:
             dims = dict(w.split("=", 1) for w in words[2:])
+            if "acc" in dims:
+                continue  # the curve is the plain GEMM's; an accumulating one reads C too
             shape = tuple(int(dims.get(x, "1" if x == "batch" else "")) for x in ("m", "n", "k", "batch"))
             us = float(fields[header["us"]])
         except ValueError:
