@@ -136,12 +136,35 @@ PRISM_API prism_status prism_test(prism_client* c, uint64_t ticket, int* done) P
 PRISM_API prism_status prism_wait_any(prism_client* c, int64_t until_ns,
                                       uint64_t* ticket) PRISM_NOEXCEPT;
 
-/* prism_wait_any(c, prism_now(c), ticket) for a helper thread (a progress
- * thread) that polls while the rank's other threads keep running: the real
- * time the poll takes, its wait message and round trip, stays in the rank's
- * virtual time instead of being excluded, because the rank did not stop for
- * it. *ticket is a completed op's ticket, then spent, or PRISM_NO_TICKET. */
+/* For a helper thread (a progress thread) that polls while the rank's other
+ * threads keep running: *ticket is an op that has completed by the rank's
+ * current virtual time, then spent, or PRISM_NO_TICKET. It never blocks on
+ * the coordinator: unless such an answer is in, it tells the coordinator
+ * the rank's bound (a wait for any op until now, not repeated while the
+ * last one is open) and takes the answers that have arrived, without
+ * waiting for more. A poll that waited until the coordinator had simulated
+ * up to now would wait for every other live rank's clock to get there, and
+ * hold the caller's other threads out of the client meanwhile. The real
+ * time a poll takes stays in the rank's virtual time instead of being
+ * excluded, because the rank did not stop for it. */
 PRISM_API prism_status prism_poll(prism_client* c, uint64_t* ticket) PRISM_NOEXCEPT;
+
+/* prism_poll without telling the coordinator anything: *ticket is an op
+ * that has completed by the rank's current virtual time among the answers
+ * that have arrived, then spent, or PRISM_NO_TICKET. Sends nothing, waits
+ * for nothing: a progress thread takes answers with it as they arrive
+ * (prism_wait_message) between the prism_poll calls that keep the
+ * coordinator hearing from the rank. */
+PRISM_API prism_status prism_poll_arrived(prism_client* c, uint64_t* ticket) PRISM_NOEXCEPT;
+
+/* Holds the caller up to timeout_us microseconds, or until a message from
+ * the coordinator arrives (or the connection closes): 1 then, else 0. Reads
+ * nothing. The one call that may run while another thread is in a prism_*
+ * call on the same client: a progress thread waits here, outside its lock,
+ * between prism_poll calls. A message the other thread reads meanwhile, or
+ * one already read and not yet handed out, leaves it waiting the full
+ * time. */
+PRISM_API int prism_wait_message(prism_client* c, int64_t timeout_us) PRISM_NOEXCEPT;
 
 /* Memory events (action 0 alloc, 1 free), iteration markers (code 0
  * iteration begin, 1 iteration end, 2 micro-batch, 3 phase), and compute

@@ -2,6 +2,7 @@
 // the arguments, call, translate the Status (client/c_status.h). No
 // exception leaves here.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -184,6 +185,22 @@ prism_status prism_poll(prism_client* c, uint64_t* ticket) noexcept {
   if (!r.is_ok()) return done(c, r.status());
   *ticket = r.value().value_or(PRISM_NO_TICKET);
   return PRISM_OK;
+}
+
+prism_status prism_poll_arrived(prism_client* c, uint64_t* ticket) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  if (ticket == nullptr) return argument_error(c, "prism_poll_arrived: null ticket");
+  prism::Result<std::optional<std::uint64_t>> r = cl->arrived();
+  if (!r.is_ok()) return done(c, r.status());
+  *ticket = r.value().value_or(PRISM_NO_TICKET);
+  return PRISM_OK;
+}
+
+int prism_wait_message(prism_client* c, int64_t timeout_us) noexcept {
+  // Touches nothing another thread's call may change (not even last_error).
+  if (c == nullptr || !c->client) return 0;
+  return c->client->readable(std::chrono::microseconds(timeout_us)) ? 1 : 0;
 }
 
 prism_status prism_memory(prism_client* c, int action, uint64_t id, int64_t bytes,

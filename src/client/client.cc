@@ -82,6 +82,7 @@ Client::Client(std::unique_ptr<wire::Connection> conn, const wire::Welcome& w,
 // frame, if it sent one first, says why better than the broken pipe does.
 Status Client::send(const wire::Message& m) {
   if (!broken_.is_ok()) return broken_;
+  poll_wait_.reset();  // the coordinator ends an open wait at the next message
   const Clock::time_point start = Clock::now();
   Status s = conn_->send(m);
   const auto spent = Clock::now() - start;
@@ -149,7 +150,19 @@ Status Client::broken(Status why) {
 
 Result<wire::Message> Client::receive() {
   if (!broken_.is_ok()) return broken_;
-  Result<wire::Message> m = conn_->receive(timeout_);
+  return take(conn_->receive(timeout_));
+}
+
+Status Client::drain() {
+  for (;;) {
+    if (!broken_.is_ok()) return broken_;
+    Result<wire::Message> m = conn_->receive(std::chrono::milliseconds(0));
+    if (!m.is_ok() && m.status().code() == StatusCode::kDeadlineExceeded) return Status::ok();
+    PRISM_RETURN_IF_ERROR(take(std::move(m)).status());
+  }
+}
+
+Result<wire::Message> Client::take(Result<wire::Message> m) {
   if (!m.is_ok()) {
     broken_ = protocol_error(m.status());
     return broken_;
@@ -169,6 +182,7 @@ Result<wire::Message> Client::receive() {
       return broken(Status::internal(
           fmt::format("horizon for wait {}, which this rank has not sent", h->wait_id)));
     }
+    if (poll_wait_ == h->wait_id) poll_wait_.reset();
   } else if (const auto* info = std::get_if<wire::CommInfo>(&m.value())) {
     if (splitting_ != info->comm) {
       return broken(Status::internal(fmt::format(
@@ -308,16 +322,43 @@ Result<std::optional<std::uint64_t>> Client::wait_any(std::int64_t until) {
   return std::optional<std::uint64_t>(first->ticket);
 }
 
+bool Client::poll_open() const {
+  // Any answer that came after the Wait ended it (docs/protocol.md).
+  return poll_wait_.has_value() && answers_seen_ == poll_seen_;
+}
+
+std::optional<std::uint64_t> Client::take_due(std::int64_t at) {
+  const std::optional<Answer> first = earliest_answer();
+  if (!first || first->at > at) return std::nullopt;
+  spend(first->ticket);
+  return first->ticket;
+}
+
 Result<std::optional<std::uint64_t>> Client::poll() {
-  // A progress thread polls while the rank computes, often on the same
-  // core: it sleeps for the answer instead of spinning, so that the poll
-  // costs the compute its messages, not the round trip's CPU.
-  keep_clock_ = true;
-  conn_->set_spin(std::chrono::microseconds(0));
-  Result<std::optional<std::uint64_t>> r = wait_any(now());
-  conn_->set_spin(kSpin);
-  keep_clock_ = false;
-  return r;
+  const std::int64_t at = now();
+  if (std::optional<std::uint64_t> t = take_due(at)) return t;
+  if (!poll_open()) {
+    // The rank's bound: it sends nothing before `at`. A wait until its own
+    // `at` ends then: the rank need not block for its horizon.
+    const std::uint32_t id = next_wait_++;
+    keep_clock_ = true;
+    const Status sent = send(wire::Wait{id, wire::kAnyOp, answers_seen_, at, at});
+    keep_clock_ = false;
+    PRISM_RETURN_IF_ERROR(sent);
+    // Open while some op is unanswered: an answer or the horizon ends it
+    // (a blocking wait_any would have waited for either).
+    if (answers_.size() < outstanding_.size()) {
+      poll_wait_ = id;
+      poll_seen_ = answers_seen_;
+    }
+  }
+  PRISM_RETURN_IF_ERROR(drain());
+  return take_due(at);
+}
+
+Result<std::optional<std::uint64_t>> Client::arrived() {
+  PRISM_RETURN_IF_ERROR(drain());
+  return take_due(now());
 }
 
 Status Client::memory(wire::MemoryAction action, std::uint64_t id, std::int64_t bytes,

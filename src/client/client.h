@@ -71,11 +71,26 @@ class Client {
   // Returns that op's ticket, spent, or nullopt when `until` came first.
   // An `until` before now() means now(); kNoLimit needs an outstanding op.
   Result<std::optional<std::uint64_t>> wait_any(std::int64_t until);
-  // wait_any(now()) for a helper thread that polls while the rank's other
-  // threads keep running: the real time the poll takes (sending, the round
-  // trip) stays in virtual time instead of being excluded or dropped as
-  // lateness, because the rank did not stop for it.
+  // For a helper thread that polls while the rank's other threads keep
+  // running: an op that has completed by now(), spent, or nullopt. It never
+  // blocks on the coordinator. Unless an answer is in, it sends a Wait for
+  // any op until now() (the rank's bound: it sends nothing before now) and
+  // takes whatever has arrived without waiting for more; a Wait the
+  // coordinator has not yet ended (no answer since, no horizon, nothing
+  // sent after it) is not repeated, so each poll Wait is answered as a
+  // blocking one would be. Blocking here would hold the rank's other threads
+  // out of the client until every other live rank's clock reached this
+  // one's, and that real time would count as the rank's compute. The time
+  // the poll takes (sending) stays in virtual time: the rank did not stop.
   Result<std::optional<std::uint64_t>> poll();
+  // poll() without the Wait: an op completed by now() among the answers
+  // that have arrived (taken without waiting), spent, or nullopt. Sends
+  // nothing.
+  Result<std::optional<std::uint64_t>> arrived();
+  // Whether a message arrives within `within` (wire::Connection::readable).
+  // The one call safe while another thread is in any other: a progress
+  // thread waits here between polls without holding the others out.
+  bool readable(std::chrono::microseconds within) const { return conn_->readable(within); }
   Status memory(wire::MemoryAction action, std::uint64_t id, std::int64_t bytes,
                 std::uint16_t stream);
   Status marker(wire::MarkerCode code, std::int32_t value);
@@ -118,6 +133,14 @@ class Client {
   // The next message: a Complete (kept in answers_), a Horizon, or the
   // CommInfo of the split in progress. Anything else breaks the connection.
   Result<wire::Message> receive();
+  // Checks and keeps a message received (as receive() does).
+  Result<wire::Message> take(Result<wire::Message> m);
+  // Takes every message already arrived, without waiting.
+  Status drain();
+  // Whether poll()'s last Wait is still open at the coordinator.
+  bool poll_open() const;
+  // The answer the rank would take first when it completed by `at`, spent.
+  std::optional<std::uint64_t> take_due(std::int64_t at);
   // Holds the caller until virtual time `w`. Whatever real time passes
   // after `w` was due (a late answer, a late wake-up) is dropped (late_).
   void wake_at(std::int64_t w, Clock::time_point arrived);
@@ -144,6 +167,10 @@ class Client {
   std::chrono::nanoseconds overhead_{0};
   std::uint64_t messages_ = 0;
   Status broken_;
+  // poll()'s last Wait, while one that a message can end is open (sending
+  // anything ends it), and answers_seen_ when it was sent.
+  std::optional<std::uint32_t> poll_wait_;
+  std::uint32_t poll_seen_ = 0;
 };
 
 }  // namespace prism::client

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -143,6 +144,13 @@ Result<Message> Connection::receive(std::chrono::milliseconds timeout) {
       c.decoder.feed(std::string_view(buf.data(), n));
     }
   }
+}
+
+bool Connection::readable(std::chrono::microseconds within) const {
+  pollfd p{impl_->socket.native_handle(), POLLIN, 0};
+  const auto us = std::max<std::int64_t>(within.count(), 0);
+  const timespec ts{static_cast<time_t>(us / 1'000'000), static_cast<long>(us % 1'000'000) * 1000};
+  return ::ppoll(&p, 1, &ts, nullptr) > 0;
 }
 
 const Address& Connection::address() const {

@@ -38,6 +38,13 @@ class Connection {
   // of the round trip (docs/benchmarks.md, prism_bench_wire). Default 0.
   void set_spin(std::chrono::microseconds spin);
 
+  // Whether data (or the peer's close) arrives within `within`; reads
+  // nothing. Unlike the rest, callable while another thread uses the
+  // connection (a progress thread waiting outside its lock): what that
+  // thread reads meanwhile, or has read already and not yet decoded, it
+  // does not see, and then waits out `within`.
+  bool readable(std::chrono::microseconds within) const;
+
   const Address& address() const;
   // Frames sent and received so far.
   std::uint32_t sent() const;

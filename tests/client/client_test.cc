@@ -373,6 +373,68 @@ TEST(ClientTest, WithNothingUnansweredTheRankSleepsOnItsOwn) {
   EXPECT_EQ(waits[2].until, until);
 }
 
+// A poll (a progress thread's) never waits for the coordinator: with the
+// horizon held back, as when another live rank's clock lags this one's, a
+// blocking poll would hold the rank's other threads out of the client (the
+// torch backend's main thread, entering its next collective) for as long,
+// and that real time would count as the rank's compute. It tells the
+// coordinator its bound with one Wait until now, repeated only once that
+// Wait has ended, and hands out the answer once it has come.
+TEST(ClientTest, APollDoesNotWaitForTheCoordinator) {
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
+  auto c = connect(f);  // a 5 s timeout: a poll that blocked would fail
+  ASSERT_TRUE(c);
+  const std::uint64_t t = c->enter(all_reduce()).value();
+  const auto t0 = Clock::now();
+  const std::int64_t before = c->now();
+  Result<std::optional<std::uint64_t>> r = c->poll();
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_FALSE(r.value().has_value());
+  r = c->poll();  // its Wait is still open: no second one
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_FALSE(r.value().has_value());
+  EXPECT_LT(Clock::now() - t0, 1s);
+  f.seen_at_least(3);  // hello, op, wait
+  std::vector<wire::Wait> waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].op_id, wire::kAnyOp);
+  EXPECT_GE(waits[0].at, before);
+  EXPECT_EQ(waits[0].until, waits[0].at);
+  // The next op ends that Wait at the coordinator: the next poll says the
+  // rank's new bound.
+  const std::uint64_t t2 = c->enter(all_reduce()).value();
+  ASSERT_TRUE(c->poll().is_ok());
+  f.seen_at_least(5);
+  waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 2u);
+  EXPECT_EQ(waits[1].until, waits[1].at);
+  EXPECT_GE(waits[1].at, f.seen_of<wire::Op>().at(1).at);
+  // An answer due by now is handed out once it has come: by arrived(),
+  // which sends nothing, as by a poll.
+  const std::vector<wire::Op> ops = f.seen_of<wire::Op>();
+  const auto take = [&](bool poll) {
+    std::optional<std::uint64_t> got;
+    for (const auto end = Clock::now() + 2s; !got && Clock::now() < end;) {
+      c->readable(10ms);
+      const Result<std::optional<std::uint64_t>> r = poll ? c->poll() : c->arrived();
+      EXPECT_TRUE(r.is_ok()) << r.status().message();
+      got = r.is_ok() ? r.value() : std::nullopt;
+    }
+    return got;
+  };
+  f.inject(wire::Complete{ops.at(0).op_id, waits[1].at});
+  EXPECT_EQ(take(false), std::optional<std::uint64_t>(t));
+  f.inject(wire::Complete{ops.at(1).op_id, c->now()});
+  EXPECT_EQ(take(true), std::optional<std::uint64_t>(t2));
+  // arrived() sent nothing; the poll sent a third Wait, the second having
+  // ended with the first answer.
+  f.seen_at_least(6);
+  EXPECT_EQ(f.seen_of<wire::Wait>().size(), 3u);
+}
+
 TEST(ClientTest, WaitAnyArgumentErrors) {
   FakeCoordinator f(fake());
   auto c = connect(f);
@@ -615,6 +677,10 @@ TEST(CApiTest, BadOpsAreRefusedBeforeTheWire) {
   EXPECT_THAT(prism_last_error(c), HasSubstr("prism_test: null done"));
   EXPECT_EQ(prism_wait_any(c, PRISM_NO_LIMIT, nullptr), PRISM_ERR_ARGUMENT);
   EXPECT_THAT(prism_last_error(c), HasSubstr("prism_wait_any: null ticket"));
+  EXPECT_EQ(prism_poll_arrived(c, nullptr), PRISM_ERR_ARGUMENT);
+  EXPECT_THAT(prism_last_error(c), HasSubstr("prism_poll_arrived: null ticket"));
+  EXPECT_EQ(prism_wait_message(nullptr, 1000), 0);
+  EXPECT_EQ(prism_wait_message(c, 1000), 0);  // nothing comes
   int done = 0;
   EXPECT_EQ(prism_test(c, 3, &done), PRISM_ERR_ARGUMENT);
   EXPECT_THAT(prism_last_error(c), HasSubstr("ticket 3"));

@@ -187,25 +187,43 @@ void Session::run(std::vector<Ready>& ready) {
 
 // Polls while ops are outstanding, so that futures nobody waits for with
 // Work::wait (DDP's reducer waits on futures) still complete, and so that
-// the coordinator keeps hearing from this rank while it computes.
+// the coordinator keeps hearing from this rank while it computes. Neither
+// call waits for the coordinator, and the thread waits for its messages
+// without the lock: the main thread must never wait for the lock while the
+// coordinator waits for the other live ranks' clocks (that real time would
+// count as this rank's).
 void Session::progress_loop() {
   std::unique_lock lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [this] { return stop_ || !owner_.empty(); });
     if (stop_) return;
-    std::uint64_t ticket = PRISM_NO_TICKET;
-    std::vector<Ready> ready;
-    if (prism_poll(client_, &ticket) != PRISM_OK) {
-      ready = fail_all_locked(prism_last_error(client_));
-    } else if (ticket != PRISM_NO_TICKET) {
-      ready = spend_locked(ticket);
+    // A poll tells the coordinator this rank's clock, then answers are
+    // taken as they arrive until the next poll is due, poll_ later.
+    std::chrono::steady_clock::time_point next;
+    bool report = true;
+    for (;;) {
+      std::uint64_t ticket = PRISM_NO_TICKET;
+      const prism_status s =
+          report ? prism_poll(client_, &ticket) : prism_poll_arrived(client_, &ticket);
+      if (report) next = std::chrono::steady_clock::now() + poll_;
+      report = false;
+      std::vector<Ready> ready;
+      if (s != PRISM_OK) {
+        ready = fail_all_locked(prism_last_error(client_));
+      } else if (ticket != PRISM_NO_TICKET) {
+        ready = spend_locked(ticket);
+      }
+      prism_client* const c = client_;  // closed only after this thread ends
+      lock.unlock();
+      run(ready);
+      // A completion may have others right behind it.
+      bool again = ticket != PRISM_NO_TICKET;
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+          next - std::chrono::steady_clock::now());
+      if (!again && left.count() > 0) again = prism_wait_message(c, left.count()) != 0;
+      lock.lock();
+      if (!again || stop_ || owner_.empty()) break;
     }
-    lock.unlock();
-    run(ready);
-    // A completion may have others right behind it; otherwise give the
-    // main thread the lock and the coordinator time to simulate on.
-    if (ticket == PRISM_NO_TICKET) std::this_thread::sleep_for(poll_);
-    lock.lock();
   }
 }
 

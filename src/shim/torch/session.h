@@ -9,10 +9,13 @@
 // on a thread that waits for it (wait(): prism_wait, so the rank's virtual
 // clock jumps exactly to the completion) or on the progress thread, which
 // finds completions with prism_poll (a wait with the deadline "now" that
-// keeps the clock running) while some op is outstanding. It never waits
-// without a deadline: the main thread may enter ops meanwhile, and those
-// must not be stamped before a wait the coordinator has already simulated
-// past.
+// keeps the clock running and does not block for the coordinator's answer)
+// and, between polls, with prism_poll_arrived as answers arrive, while
+// some op is outstanding. It never waits without a deadline: the main
+// thread may enter ops meanwhile, and those must not be stamped before a
+// wait the coordinator has already simulated past. Nor does it wait for
+// the coordinator under the lock: the coordinator may be waiting for the
+// other live ranks' clocks, and the main thread for the lock.
 //
 // Torch-free on purpose: it compiles in a second, and the libtorch units
 // only build ops and finish works.
