@@ -47,6 +47,20 @@ prism::client::Client* usable(prism_client* c) {
   return c->client.get();
 }
 
+// The calls that may hand out a ticket (wait_any, poll, arrived): `call`
+// runs on the usable client; *ticket is its ticket or PRISM_NO_TICKET.
+// `what` names the C function in the null-ticket error.
+template <typename Call>
+prism_status ticket_or_none(prism_client* c, uint64_t* ticket, const char* what, Call call) {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  if (ticket == nullptr) return argument_error(c, std::string(what) + ": null ticket");
+  prism::Result<std::optional<std::uint64_t>> r = call(*cl);
+  if (!r.is_ok()) return done(c, r.status());
+  *ticket = r.value().value_or(PRISM_NO_TICKET);
+  return PRISM_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -168,33 +182,18 @@ prism_status prism_wait(prism_client* c, uint64_t ticket) noexcept {
 }
 
 prism_status prism_wait_any(prism_client* c, int64_t until_ns, uint64_t* ticket) noexcept {
-  prism::client::Client* cl = usable(c);
-  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
-  if (ticket == nullptr) return argument_error(c, "prism_wait_any: null ticket");
-  prism::Result<std::optional<std::uint64_t>> r = cl->wait_any(until_ns);
-  if (!r.is_ok()) return done(c, r.status());
-  *ticket = r.value().value_or(PRISM_NO_TICKET);
-  return PRISM_OK;
+  return ticket_or_none(c, ticket, "prism_wait_any",
+                        [&](prism::client::Client& cl) { return cl.wait_any(until_ns); });
 }
 
 prism_status prism_poll(prism_client* c, uint64_t* ticket) noexcept {
-  prism::client::Client* cl = usable(c);
-  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
-  if (ticket == nullptr) return argument_error(c, "prism_poll: null ticket");
-  prism::Result<std::optional<std::uint64_t>> r = cl->poll();
-  if (!r.is_ok()) return done(c, r.status());
-  *ticket = r.value().value_or(PRISM_NO_TICKET);
-  return PRISM_OK;
+  return ticket_or_none(c, ticket, "prism_poll",
+                        [](prism::client::Client& cl) { return cl.poll(); });
 }
 
 prism_status prism_poll_arrived(prism_client* c, uint64_t* ticket) noexcept {
-  prism::client::Client* cl = usable(c);
-  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
-  if (ticket == nullptr) return argument_error(c, "prism_poll_arrived: null ticket");
-  prism::Result<std::optional<std::uint64_t>> r = cl->arrived();
-  if (!r.is_ok()) return done(c, r.status());
-  *ticket = r.value().value_or(PRISM_NO_TICKET);
-  return PRISM_OK;
+  return ticket_or_none(c, ticket, "prism_poll_arrived",
+                        [](prism::client::Client& cl) { return cl.arrived(); });
 }
 
 int prism_wait_message(prism_client* c, int64_t timeout_us) noexcept {
