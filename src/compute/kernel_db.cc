@@ -44,12 +44,6 @@ struct Columns {
   std::optional<std::size_t> source;
 };
 
-// `prism calibrate kineto` writes "kineto FILES DATE" as a row's source: a
-// time taken inside a profiled training step.
-bool in_situ_source(std::string_view source) {
-  return source.starts_with("kineto ");
-}
-
 class Parser {
  public:
   Parser(std::string_view source, std::string_view gpu) : source_(source), gpu_(gpu) {}
@@ -150,8 +144,9 @@ Status Parser::parse_row(const std::vector<std::string_view>& fields) {
     return error(fmt::format("duplicate signature '{}' for gpu {} (first on line {})", sig, gpu,
                              it->second));
   if (gpu == gpu_)
-    rows_.emplace_back(std::string(sig),
-                       KernelDb::Row{us, c.source && in_situ_source(fields[*c.source])});
+    rows_.emplace_back(
+        std::string(sig),
+        KernelDb::Row{us, c.source && fields[*c.source].starts_with(kInSituSourcePrefix)});
   return Status::ok();
 }
 

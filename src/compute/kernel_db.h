@@ -27,6 +27,10 @@
 
 namespace prism {
 
+// The source column's prefix of a row taken in a training step: `prism
+// calibrate kineto` writes "kineto FILES DATE" (kineto/kernel_calibration.h).
+inline constexpr std::string_view kInSituSourcePrefix = "kineto ";
+
 class KernelDb {
  public:
   // Rows of `gpu` from the CSV text; `source` names it in errors.

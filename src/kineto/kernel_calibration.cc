@@ -11,6 +11,7 @@
 
 #include "compute/gpu_spec.h"
 #include "compute/kernel.h"
+#include "compute/kernel_db.h"
 #include "kineto/comm_args.h"
 #include "kineto/op_kernel.h"
 #include "kineto/trace_events.h"
@@ -332,7 +333,7 @@ Result<KernelCalibration> calibrate(const std::vector<std::string>& names, TextO
   }
   KernelCalibration c;
   PRISM_RETURN_IF_ERROR(cal.finish(options, &c));
-  c.source = fmt::format("kineto {} {}", sources, date);
+  c.source = fmt::format("{}{} {}", kInSituSourcePrefix, sources, date);
   return c;
 }
 
