@@ -9,14 +9,18 @@
 #             0` on a near-instant network (latency 0, 99,999 Gb/s, as
 #             scripts/gpu/check.sh's `fast`): rank 0 real, 7 virtual; a
 #             blocking all_reduce between blocks, none in flight during one;
-#   overlap   the same with --overlap on a network of LATENCY_US (20 ms)
-#             latency: an all_reduce in flight during each block, so the
-#             backend's progress thread polls the coordinator every
-#             PRISM_TORCH_POLL_US (200 us) while the block computes. A real
-#             rank's virtual time is its real time, so each all_reduce here
-#             takes 20 ms of wall time: this run makes 10 round trips only,
-#             and its round-trip figures are the latency's, not the
-#             backend's.
+#   spaced    the same on a network of LATENCY_US (20 ms) latency: each
+#             blocking all_reduce between blocks takes 120 ms of wall time
+#             (a real rank's virtual time is its real time), so every block
+#             starts after the rank slept, as in overlap; nothing in flight.
+#             This run makes 10 round trips only, and its round-trip figures
+#             are the latency's, not the backend's;
+#   overlap   spaced with --overlap: an all_reduce in flight during each
+#             block, so the backend's progress thread polls the coordinator
+#             (every PRISM_TORCH_POLL_US, 200 us, unless the coordinator said
+#             nothing can complete sooner) while the block computes. Its
+#             cost is overlap against spaced: against alone it includes
+#             what sleeping 120 ms before each block does to the caches.
 # The real rank (and, under `prism emulate`, its capture) is pinned to core 0
 # with one torch thread; the coordinator is left to the scheduler. The
 # emulations capture rank 0 only (--no-verify-roles). COORD_CPU=1 pins
@@ -25,8 +29,9 @@
 # Per run the program gives the round trips' p50/p90/p99/max and the
 # blocks' median wall and CPU time. The script prints every run, then the
 # medians over rounds of each figure, and the compute perturbation: the
-# median over rounds of each round's emulated (or overlap) block time
-# against its alone one, with p10, p90 and the largest.
+# median over rounds of each round's emulated (spaced, overlap) block time
+# against its alone one, and overlap against spaced, with p10, p90 and the
+# largest.
 #
 #   bench/torch2_overhead.sh [ROUNDS] [BUILD_DIR] [-- extra torch2_collective.py args]
 #   PYTHON=/work/main/.venv/bin/python bench/torch2_overhead.sh 10
@@ -63,10 +68,13 @@ run() { # way round
       --real-ranks 0 --master-port 0 --no-verify-roles -- "${program[@]}" >"$out/$way$round.out" 2>&1 ||
       status=$?
     ;;
-  overlap)
+  spaced | overlap)
+    local overlap=()
+    [[ $way == overlap ]] && overlap=(--overlap)
     OMP_NUM_THREADS=1 "${prism[@]}" emulate bench/jobs/torch2-overhead-8.yaml "${fast[@]}" \
       --set cluster.network.latency_us="$latency" --real-ranks 0 --master-port 0 --no-verify-roles \
-      -- "${program[@]}" --overlap --calls 10 --warmup-calls 0 >"$out/$way$round.out" 2>&1 || status=$?
+      -- "${program[@]}" "${overlap[@]}" --calls 10 --warmup-calls 0 >"$out/$way$round.out" 2>&1 ||
+      status=$?
     ;;
   esac
   if ((status)); then
@@ -75,16 +83,16 @@ run() { # way round
     exit 1
   fi
 }
-ways=(alone emulated overlap)
+ways=(alone emulated spaced overlap)
 for round in $(seq 1 "$rounds"); do
   echo "round $round of $rounds ($(date -u +%T)) ..." >&2
-  for k in 0 1 2; do run "${ways[$(((round - 1 + k) % 3))]}" "$round"; done
+  for k in 0 1 2 3; do run "${ways[$(((round - 1 + k) % 4))]}" "$round"; done
 done
 
 "$py" - "$out" "$rounds" <<'PY'
 import json, re, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-ways = ("alone", "emulated", "overlap")
+ways = ("alone", "emulated", "spaced", "overlap")
 
 def result(way, i):
     # Under `prism emulate` the capture prints first, the real rank last.
@@ -119,10 +127,11 @@ for way in ways:
           f"p90 {med(lambda x: x['trip_us']['p90']):.1f} us, p99 {med(lambda x: x['trip_us']['p99']):.1f} us, "
           f"max {med(lambda x: x['trip_us']['max']):.1f} us; block {med(lambda x: x['block_ms']):.3f} ms "
           f"wall, {med(lambda x: x['block_cpu_ms']):.3f} ms cpu")
-for way in ways[1:]:
+pairs = [(way, "alone") for way in ways[1:]] + [("overlap", "spaced")]
+for way, base in pairs:
     for what in ("block_ms", "block_cpu_ms"):
-        d = [100 * (r[way][what] / r["alone"][what] - 1) for r in rows]
-        print(f"  compute perturbation, {way} vs alone ({'wall' if what == 'block_ms' else 'cpu'}): "
+        d = [100 * (r[way][what] / r[base][what] - 1) for r in rows]
+        print(f"  compute perturbation, {way} vs {base} ({'wall' if what == 'block_ms' else 'cpu'}): "
               f"median {statistics.median(d):+.2f}% over {len(d)} rounds, p10 {quantile(d, 0.1):+.2f}%, "
               f"p90 {quantile(d, 0.9):+.2f}%, largest {max(d, key=abs):+.2f}%")
 PY

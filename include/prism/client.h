@@ -157,6 +157,15 @@ PRISM_API prism_status prism_poll(prism_client* c, uint64_t* ticket) PRISM_NOEXC
  * coordinator hearing from the rank. */
 PRISM_API prism_status prism_poll_arrived(prism_client* c, uint64_t* ticket) PRISM_NOEXCEPT;
 
+/* Microseconds of real time before prism_poll can find anything: the
+ * coordinator answered the last poll saying that, while the rank sends
+ * nothing, none of its ops completes earlier (protocol "horizon",
+ * quiet_until), and prism_poll sends nothing until then. A progress thread
+ * may sleep that long, as long as it wakes when its process enters an op.
+ * 0 when nothing was said, the rank sent something since, or the time has
+ * come; INT64_MAX when nothing completes until the rank sends something. */
+PRISM_API int64_t prism_poll_quiet_us(prism_client* c) PRISM_NOEXCEPT;
+
 /* Holds the caller up to timeout_us microseconds, or until a message from
  * the coordinator arrives (or the connection closes): 1 then, else 0. Reads
  * nothing. The one call that may run while another thread is in a prism_*

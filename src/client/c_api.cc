@@ -196,6 +196,13 @@ prism_status prism_poll_arrived(prism_client* c, uint64_t* ticket) noexcept {
                         [](prism::client::Client& cl) { return cl.arrived(); });
 }
 
+int64_t prism_poll_quiet_us(prism_client* c) noexcept {
+  if (c == nullptr || !c->client) return 0;
+  const std::chrono::nanoseconds q = c->client->quiet_for();
+  if (q == std::chrono::nanoseconds::max()) return INT64_MAX;
+  return std::chrono::duration_cast<std::chrono::microseconds>(q).count();
+}
+
 int prism_wait_message(prism_client* c, int64_t timeout_us) noexcept {
   // Touches nothing another thread's call may change (not even last_error).
   if (c == nullptr || !c->client) return 0;

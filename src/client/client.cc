@@ -82,7 +82,8 @@ Client::Client(std::unique_ptr<wire::Connection> conn, const wire::Welcome& w,
 // frame, if it sent one first, says why better than the broken pipe does.
 Status Client::send(const wire::Message& m) {
   if (!broken_.is_ok()) return broken_;
-  poll_wait_.reset();  // the coordinator ends an open wait at the next message
+  poll_wait_.reset();    // the coordinator ends an open wait at the next message
+  quiet_until_.reset();  // and what it said of the silence that follows
   const Clock::time_point start = Clock::now();
   Status s = conn_->send(m);
   const auto spent = Clock::now() - start;
@@ -182,7 +183,10 @@ Result<wire::Message> Client::take(Result<wire::Message> m) {
       return broken(Status::internal(
           fmt::format("horizon for wait {}, which this rank has not sent", h->wait_id)));
     }
-    if (poll_wait_ == h->wait_id) poll_wait_.reset();
+    if (poll_wait_ == h->wait_id) {
+      poll_wait_.reset();
+      if (h->quiet_until > h->at) quiet_until_ = h->quiet_until;
+    }
   } else if (const auto* info = std::get_if<wire::CommInfo>(&m.value())) {
     if (splitting_ != info->comm) {
       return broken(Status::internal(fmt::format(
@@ -337,7 +341,10 @@ std::optional<std::uint64_t> Client::take_due(std::int64_t at) {
 Result<std::optional<std::uint64_t>> Client::poll() {
   const std::int64_t at = now();
   if (std::optional<std::uint64_t> t = take_due(at)) return t;
-  if (!poll_open()) {
+  // Before the quiet time nothing can complete, and the coordinator does
+  // not need this rank's clock to get there.
+  const bool quiet = quiet_until_.has_value() && at < *quiet_until_;
+  if (!poll_open() && !quiet) {
     // The rank's bound: it sends nothing before `at`. A wait until its own
     // `at` ends then: the rank need not block for its horizon.
     const std::uint32_t id = next_wait_++;
@@ -354,6 +361,13 @@ Result<std::optional<std::uint64_t>> Client::poll() {
   }
   PRISM_RETURN_IF_ERROR(drain());
   return take_due(at);
+}
+
+std::chrono::nanoseconds Client::quiet_for() const {
+  if (!quiet_until_) return std::chrono::nanoseconds(0);
+  if (*quiet_until_ == wire::kNoLimit) return std::chrono::nanoseconds::max();
+  return std::max(std::chrono::nanoseconds(0), std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   clock_.real_at(*quiet_until_) - Clock::now()));
 }
 
 Result<std::optional<std::uint64_t>> Client::arrived() {

@@ -83,6 +83,13 @@ class Client {
   // one's, and that real time would count as the rank's compute. The time
   // the poll takes (sending) stays in virtual time: the rank did not stop.
   Result<std::optional<std::uint64_t>> poll();
+  // Real time from now before a poll() can find anything: the coordinator's
+  // last horizon for a poll said that, while the rank sends nothing, none of
+  // its ops completes before a later virtual time (wire::Horizon::
+  // quiet_until), and poll() sends no Wait until then. 0 when nothing was
+  // said, the rank has sent something since, or the time has come;
+  // nanoseconds::max() when nothing completes until the rank sends.
+  std::chrono::nanoseconds quiet_for() const;
   // poll() without the Wait: an op completed by now() among the answers
   // that have arrived (taken without waiting), spent, or nullopt. Sends
   // nothing.
@@ -171,6 +178,9 @@ class Client {
   // anything ends it), and answers_seen_ when it was sent.
   std::optional<std::uint32_t> poll_wait_;
   std::uint32_t poll_seen_ = 0;
+  // What the last horizon of a poll said of the silence after it, until the
+  // rank sends anything (wire::Horizon::quiet_until).
+  std::optional<std::int64_t> quiet_until_;
 };
 
 }  // namespace prism::client

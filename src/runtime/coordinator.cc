@@ -93,6 +93,15 @@ SimTime Coordinator::Impl::horizon() const {
   return h;
 }
 
+// While `s` stays silent nothing happens before the replay's next event or
+// another live rank's next message, so none of its ops can complete earlier.
+SimTime Coordinator::Impl::quiet_until(const LiveRank& s) const {
+  SimTime q = next_event_;
+  for (const LiveRank& other : ranks_)
+    if (&other != &s) q = min(q, bound(other));
+  return q;
+}
+
 void Coordinator::Impl::send(LiveRank& s, const wire::Message& m) {
   if (options_.capture) s.capture.entries.push_back(CaptureEntry{m, kNone});
   live_.send(s.rank, m);
@@ -345,7 +354,8 @@ void Coordinator::Impl::progress() {
     WaitState& w = s.wait;
     if (!w.active || w.woken || w.until == SimTime::never() || h < w.until) continue;
     // A rank with every op answered sleeps to its deadline on its own.
-    if (s.answered.size() < s.entered.size()) send(s, wire::Horizon{w.wait_id, w.until.ns});
+    if (s.answered.size() < s.entered.size())
+      send(s, wire::Horizon{w.wait_id, w.until.ns, max(w.until, quiet_until(s)).ns});
     wake(s, w.until, false);
   }
   finish_if_done();

@@ -86,6 +86,9 @@ class Coordinator::Impl : public LivePolicy, public LiveListener {
 
  private:
   SimTime bound(const LiveRank& s) const;
+  // The virtual time before which none of `s`'s ops can complete while it
+  // sends nothing (wire::Horizon::quiet_until).
+  SimTime quiet_until(const LiveRank& s) const;
   LiveRank& live_rank(Rank r) { return ranks_[index_of_.at(r)]; }
   const LiveRank& live_rank(Rank r) const { return ranks_[index_of_.at(r)]; }
   Status dispatch(LiveRank& s, const wire::Message& m);

@@ -153,7 +153,7 @@ void write(Writer& w, const Wait& m) {
   w.put(m.wait_id), w.put(m.op_id), w.put(m.answers_seen), w.put(m.at), w.put(m.until);
 }
 void write(Writer& w, const Horizon& m) {
-  w.put(m.wait_id), w.put(m.at);
+  w.put(m.wait_id), w.put(m.at), w.put(m.quiet_until);
 }
 void write(Writer& w, const Welcome& m) {
   w.put(m.rank), w.put(m.world_size), w.put(m.start_at);
@@ -307,7 +307,9 @@ Horizon read_horizon(Reader& r) {
   Horizon m;
   m.wait_id = r.get<std::uint32_t>("wait_id");
   m.at = r.get<std::int64_t>("at");
+  m.quiet_until = r.get<std::int64_t>("quiet_until");
   r.non_negative(m.at, "at");
+  r.non_negative(m.quiet_until, "quiet_until");
   return m;
 }
 

@@ -34,7 +34,7 @@
 namespace prism::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4d535250;  // "PRSM" on the wire
-inline constexpr std::uint16_t kProtocolVersion = 2;
+inline constexpr std::uint16_t kProtocolVersion = 3;
 inline constexpr std::size_t kHeaderSize = 16;
 inline constexpr std::uint32_t kMaxPayload = 1 << 20;
 inline constexpr std::uint32_t kMaxString = 4096;
@@ -215,10 +215,15 @@ struct Error {
 };
 
 // Wait `wait_id` reached its `until` (= `at`) with none of the ops it waits
-// for complete: the rank goes on at `at`.
+// for complete: the rank goes on at `at`. `quiet_until`, when after `at`:
+// while the rank sends nothing, none of its ops can complete before that
+// virtual time (the coordinator's next event, and the other live ranks'
+// bounds), so a progress thread need not poll before it; kNoLimit: not
+// until the rank sends something. At or before `at`: not said.
 struct Horizon {
   std::uint32_t wait_id = 0;
   std::int64_t at = 0;
+  std::int64_t quiet_until = 0;
 };
 
 // The answer to a CommSplit: the new communicator's members, global ranks in

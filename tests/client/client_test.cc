@@ -435,6 +435,86 @@ TEST(ClientTest, APollDoesNotWaitForTheCoordinator) {
   EXPECT_EQ(f.seen_of<wire::Wait>().size(), 3u);
 }
 
+// The coordinator may answer a poll saying nothing can complete before a
+// later virtual time (Horizon::quiet_until): polls send nothing until then,
+// and anything the rank sends ends the quiet.
+TEST(ClientTest, PollsSendNothingBeforeTheQuietTime) {
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  c->enter(all_reduce()).value();
+  EXPECT_EQ(c->quiet_for(), 0ns);
+  ASSERT_TRUE(c->poll().is_ok());
+  f.seen_at_least(3);  // hello, op, wait
+  const wire::Wait w = f.seen_of<wire::Wait>().at(0);
+  const auto heard = [&] {
+    for (const auto end = Clock::now() + 2s; c->quiet_for() == 0ns && Clock::now() < end;) {
+      c->readable(10ms);
+      EXPECT_TRUE(c->arrived().is_ok());
+    }
+    return c->quiet_for();
+  };
+  // 300 ms of virtual time after the poll's `at`: about that much real time.
+  f.inject(wire::Horizon{w.wait_id, w.at, w.at + 300'000'000});
+  const std::chrono::nanoseconds quiet = heard();
+  EXPECT_GT(quiet, 100ms);
+  EXPECT_LE(quiet, 300ms);
+  for (int i = 0; i < 3; ++i) {
+    const Result<std::optional<std::uint64_t>> r = c->poll();
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_FALSE(r.value().has_value());
+  }
+  // A marker after the polls: had they sent a Wait, it would come first.
+  ASSERT_TRUE(c->marker(wire::MarkerCode::kIterationBegin, 0).is_ok());
+  EXPECT_EQ(c->quiet_for(), 0ns);  // what the rank sent ends the quiet
+  f.seen_at_least(4);
+  EXPECT_EQ(f.seen_of<wire::Wait>().size(), 1u);
+  ASSERT_TRUE(c->poll().is_ok());  // so the next poll tells the coordinator
+  f.seen_at_least(5);
+  const std::vector<wire::Wait> waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 2u);
+  // "Not until the rank sends": as long as it likes.
+  f.inject(wire::Horizon{waits[1].wait_id, waits[1].at, wire::kNoLimit});
+  EXPECT_EQ(heard(), std::chrono::nanoseconds::max());
+}
+
+// Once the quiet time has come, polls tell the coordinator again; a quiet
+// time not after the horizon's own says nothing.
+TEST(ClientTest, PollsResumeAtTheQuietTime) {
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  c->enter(all_reduce()).value();
+  ASSERT_TRUE(c->poll().is_ok());
+  f.seen_at_least(3);
+  wire::Wait w = f.seen_of<wire::Wait>().at(0);
+  f.inject(wire::Horizon{w.wait_id, w.at, w.at});  // not after `at`: not said
+  ASSERT_TRUE(c->readable(2s));
+  ASSERT_TRUE(c->arrived().is_ok());
+  EXPECT_EQ(c->quiet_for(), 0ns);
+  ASSERT_TRUE(c->poll().is_ok());
+  f.seen_at_least(4);
+  ASSERT_EQ(f.seen_of<wire::Wait>().size(), 2u);
+  w = f.seen_of<wire::Wait>().at(1);
+  f.inject(wire::Horizon{w.wait_id, w.at, w.at + 20'000'000});  // 20 ms
+  ASSERT_TRUE(c->readable(2s));
+  ASSERT_TRUE(c->arrived().is_ok());
+  EXPECT_GT(c->quiet_for(), 0ns);
+  std::this_thread::sleep_for(30ms);
+  EXPECT_EQ(c->quiet_for(), 0ns);
+  ASSERT_TRUE(c->poll().is_ok());
+  f.seen_at_least(5);
+  const std::vector<wire::Wait> waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 3u);
+  EXPECT_GE(waits[2].at, w.at + 20'000'000);
+}
+
 TEST(ClientTest, WaitAnyArgumentErrors) {
   FakeCoordinator f(fake());
   auto c = connect(f);

@@ -212,6 +212,55 @@ TEST(CoordinatorTest, WaitWithADeadlineGetsAHorizon) {
   ASSERT_TRUE(c.result().is_ok());
 }
 
+// A progress thread's poll (a wait until its own `at`) learns when the
+// simulation can next change: the virtual ranks' compute ends at 200, 300
+// and 400, then the all-reduce ends at 1900; nothing of rank 0 completes
+// before each.
+TEST(CoordinatorTest, APollLearnsWhenNothingCanCompleteBefore) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0});
+  Rank0 r(c.address);
+  r.all_reduce(0, 100);
+  const auto poll = [&](std::int64_t at) {
+    r.send(Wait{r.wait_id_++, kAnyOp, 0, at, at});
+    const Message m = r.receive();
+    EXPECT_TRUE(std::holds_alternative<Horizon>(m)) << to_string(type_of(m));
+    const auto* h = std::get_if<Horizon>(&m);
+    EXPECT_TRUE(h != nullptr && h->at == at);
+    return h != nullptr ? h->quiet_until : -1;
+  };
+  EXPECT_EQ(poll(120), 200);
+  EXPECT_EQ(poll(200), 200);  // events at the bound itself wait for it to pass
+  EXPECT_EQ(poll(250), 300);
+  EXPECT_EQ(poll(450), 1900);
+  // Polling before the quiet time is allowed, only useless.
+  EXPECT_EQ(poll(1000), 1900);
+  EXPECT_EQ(r.wait(0, 1000), 1900);
+  r.all_reduce(1, 1950);
+  EXPECT_EQ(r.wait(1, 1950), 3450);
+  r.send(Bye{0, 3450});
+  ASSERT_TRUE(c.result().is_ok());
+}
+
+// With two live ranks, another's bound limits the quiet time: it may yet
+// send something that matters earlier.
+TEST(CoordinatorTest, AnotherLiveRanksBoundLimitsTheQuietTime) {
+  const ExecutionGraph g = four_ranks();
+  Running c(g, {0, 1});
+  Rank0 r0(c.address);
+  Rank0 r1(c.address, 1);
+  r0.all_reduce(0, 100);
+  r1.all_reduce(0, 150);
+  r1.send(Wait{0, kAnyOp, 0, 150, 150});  // rank 1's bound: 150
+  r0.send(Wait{0, kAnyOp, 0, 120, 120});
+  const Message m = r0.receive();
+  ASSERT_TRUE(std::holds_alternative<Horizon>(m)) << to_string(type_of(m));
+  EXPECT_EQ(std::get<Horizon>(m).quiet_until, 150);  // not rank 2's compute end, 300
+  r0.conn.reset();
+  r1.conn.reset();
+  EXPECT_FALSE(c.result().is_ok());
+}
+
 TEST(CoordinatorTest, LateLiveRankDelaysEveryone) {
   const ExecutionGraph g = four_ranks();
   Running c(g, {2});

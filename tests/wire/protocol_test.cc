@@ -32,7 +32,8 @@ std::vector<Message> every_message() {
       Welcome{3, 8192, 0, "llama3-8b-h100-64"},
       Complete{12, 130'000'000, 6 << 20},
       Error{ErrorCode::kMismatch, "rank 3 op 12: the graph has all_gather of 4 MiB here"},
-      Horizon{3, 150'000'000},
+      Horizon{3, 150'000'000, 270'000'000},
+      Horizon{4, 150'000'000, kNoLimit},
       CommSplit{7, 9, 2003953581, 3},
       CommInfo{9, 1, {1, 3}},
   };
@@ -79,7 +80,7 @@ TEST(ProtocolTest, HeaderLayoutIsFixed) {
   const std::string f = encode(Complete{1, 2}, 5);
   ASSERT_EQ(f.size(), kHeaderSize + 20);
   EXPECT_EQ(f.substr(0, 4), "PRSM");
-  EXPECT_EQ(f[4], 2);    // version, little-endian
+  EXPECT_EQ(f[4], 3);    // version, little-endian
   EXPECT_EQ(f[6], 65);   // type: complete
   EXPECT_EQ(f[8], 5);    // seq
   EXPECT_EQ(f[12], 20);  // payload length: op_id, at, nccl_bytes
@@ -153,7 +154,7 @@ TEST(ProtocolTest, RejectsGarbage) {
 
 TEST(ProtocolTest, RejectsAnotherVersion) {
   EXPECT_EQ(rejection(frame(1, 0, payload_of(Hello{0, 1, 0, 1, "x"}), kMagic, 1)),
-            "frame 0: protocol version 1, this side speaks 2");
+            "frame 0: protocol version 1, this side speaks 3");
 }
 
 TEST(ProtocolTest, RejectsUnknownType) {
@@ -205,6 +206,7 @@ TEST(ProtocolTest, RejectsValuesOutOfRange) {
       {Compute{0, 0, -3, "k"}, "frame 0 (compute): duration -3 is negative"},
       {Wait{1, 2, 0, 50, 40}, "frame 0 (wait): until 40 is before at 50"},
       {Horizon{1, -4}, "frame 0 (horizon): at -4 is negative"},
+      {Horizon{1, 4, -1}, "frame 0 (horizon): quiet_until -1 is negative"},
       {CommSplit{1, 2, -1, 0}, "frame 0 (comm_split): color -1 is negative"},
       {CommInfo{2, 2, {4, 5}}, "frame 0 (comm_info): rank_in_comm 2 is outside 0..1"},
       {CommInfo{2, 0, {}}, "frame 0 (comm_info): 0 members, not 1..131072"},

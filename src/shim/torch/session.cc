@@ -125,6 +125,7 @@ std::uint64_t Session::enter(std::span<const prism_op> ops, const std::string& w
     entry.tickets.push_back(ticket);
   }
   const std::uint64_t id = next_entry_++;
+  ++entered_;  // ends a quiet wait of the progress thread
   for (std::uint64_t t : entry.tickets) owner_[t] = id;
   entries_.emplace(id, std::move(entry));
   lock.unlock();
@@ -192,34 +193,57 @@ void Session::run(std::vector<Ready>& ready) {
 // without the lock: the main thread must never wait for the lock while the
 // coordinator waits for the other live ranks' clocks (that real time would
 // count as this rank's).
+//
+// When the coordinator says nothing can complete for a while (the other
+// ranks virtual, the op long), the thread sleeps until then instead of
+// polling, or until the main thread enters an op (which may complete
+// sooner): polls on the rank's own core are what an op in flight cost its
+// compute (docs/torch-backend.md, "Progress").
 void Session::progress_loop() {
+  using Clock = std::chrono::steady_clock;
   std::unique_lock lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [this] { return stop_ || !owner_.empty(); });
     if (stop_) return;
     // A poll tells the coordinator this rank's clock, then answers are
-    // taken as they arrive until the next poll is due, poll_ later.
-    std::chrono::steady_clock::time_point next;
+    // taken as they arrive until the next poll is due, poll_ later (or at
+    // the quiet time the coordinator gave).
+    Clock::time_point next;
     bool report = true;
     for (;;) {
       std::uint64_t ticket = PRISM_NO_TICKET;
       const prism_status s =
           report ? prism_poll(client_, &ticket) : prism_poll_arrived(client_, &ticket);
-      if (report) next = std::chrono::steady_clock::now() + poll_;
+      if (report) next = Clock::now() + poll_;
       report = false;
+      const std::int64_t quiet_us = s == PRISM_OK ? prism_poll_quiet_us(client_) : 0;
+      const bool quiet = quiet_us > 0;
+      if (quiet) {
+        const std::chrono::microseconds most = kMaxQuiet;
+        next = std::max(next, Clock::now() + std::min(std::chrono::microseconds(quiet_us), most));
+      }
       std::vector<Ready> ready;
       if (s != PRISM_OK) {
         ready = fail_all_locked(prism_last_error(client_));
       } else if (ticket != PRISM_NO_TICKET) {
         ready = spend_locked(ticket);
       }
+      if (quiet && ready.empty() && ticket == PRISM_NO_TICKET) {
+        // No message is due before the quiet time: wait on the main thread.
+        const std::uint64_t entered = entered_;
+        work_cv_.wait_until(lock, next,
+                            [&] { return stop_ || owner_.empty() || entered_ != entered; });
+        if (stop_) return;
+        if (owner_.empty()) break;
+        report = true;
+        continue;
+      }
       prism_client* const c = client_;  // closed only after this thread ends
       lock.unlock();
       run(ready);
       // A completion may have others right behind it.
       bool again = ticket != PRISM_NO_TICKET;
-      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
-          next - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(next - Clock::now());
       if (!again && left.count() > 0) again = prism_wait_message(c, left.count()) != 0;
       lock.lock();
       if (!again || stop_ || owner_.empty()) break;

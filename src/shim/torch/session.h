@@ -131,6 +131,10 @@ class Session {
   std::map<std::uint64_t, Entry> entries_;
   std::map<std::uint64_t, std::uint64_t> owner_;  // ticket -> entry
   std::chrono::microseconds poll_{200};
+  // The longest one sleep of the progress thread on a quiet time (which may
+  // be "until the rank sends"); it then looks again.
+  static constexpr std::chrono::milliseconds kMaxQuiet{1000};
+  std::uint64_t entered_ = 0;  // entries made: wakes a quiet progress thread
   bool stop_ = false;
   std::unique_ptr<std::thread> progress_;
 };
