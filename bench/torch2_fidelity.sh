@@ -20,6 +20,10 @@
 # bench/slices_fidelity_real.sh), rank 0's figure the median of the step
 # times the program prints past the same warm-up.
 #
+# RESULTS=DIR keeps the runs' files in DIR (KEEP=1: in a kept temporary
+# directory), and each pair's unfiltered figures are printed as it ends, so
+# a run cut short by a host's time limit still shows them.
+#
 # The figure of a run is the median of the real rank 0's iteration times
 # (`iteration_times_s` in the report) past the first WARMUP steps, as in
 # bench/slices_fidelity.sh; the error of a pair is hybrid / all-real - 1.
@@ -55,8 +59,13 @@ py=${PYTHON:-.venv/bin/python}
   echo "error: PYTHON=$py is not an interpreter (torch 2.x; scripts/setup.sh makes .venv)" >&2
   exit 2
 }
-out=$(mktemp -d)
-[[ -n ${KEEP:-} ]] || trap 'rm -rf "$out"' EXIT
+if [[ -n ${RESULTS:-} ]]; then
+  out=$RESULTS
+  mkdir -p "$out"
+else
+  out=$(mktemp -d)
+  [[ -n ${KEEP:-} ]] || trap 'rm -rf "$out"' EXIT
+fi
 args=(--pp 2 --tp "$tp" --steps "$steps" "$@")
 
 # Each rank pins itself to the core of its number, one torch thread, and
@@ -105,6 +114,17 @@ for pair in $(seq 1 "$pairs"); do
     done
   fi
   done_pairs=$pair
+  # The pair's figures now, unfiltered: a run cut short still shows them.
+  "$py" - "$out" "$pair" "$warmup" <<'PY' >&2
+import json, statistics, sys
+out, pair, warmup = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def ms(side):
+    report = json.load(open(f"{out}/{side}{pair}.json"))
+    rank0 = next(r for r in report["real_ranks"] if r["rank"] == 0)
+    return statistics.median(rank0["iteration_times_s"][warmup - 1:]) * 1e3
+real, hybrid = ms("real"), ms("hybrid")
+print(f"pair {pair}: all-real {real:.2f} ms, hybrid {hybrid:.2f} ms, error {100 * (hybrid / real - 1):+.2f}%")
+PY
 done
 ((done_pairs >= 1)) || { echo "error: no pair ran before DEADLINE_S=${DEADLINE_S}" >&2; exit 1; }
 

@@ -737,6 +737,42 @@ TEST(CApiTest, ArgumentErrorsSayWhat) {
   EXPECT_EQ(prism_close(nullptr, 0), PRISM_OK);
 }
 
+// prism_poll_quiet_us says what the last poll's horizon said, in real
+// microseconds from now; INT64_MAX for "until the rank sends".
+TEST(CApiTest, PollQuietUsSaysTheQuietTime) {
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  FakeCoordinator f(o);
+  prism_client* c = nullptr;
+  ASSERT_EQ(prism_connect(f.address().to_string().c_str(), 0, 4, 0, "p", 5000, &c), PRISM_OK);
+  EXPECT_EQ(prism_poll_quiet_us(nullptr), 0);
+  EXPECT_EQ(prism_poll_quiet_us(c), 0);
+  prism_op op{};
+  op.code = PRISM_ALL_REDUCE;
+  op.bytes = 4;
+  std::uint64_t ticket = 0;
+  ASSERT_EQ(prism_enter(c, &op, &ticket), PRISM_OK) << prism_last_error(c);
+  const auto quiet_after = [&](std::size_t seen, std::int64_t ns) {
+    ASSERT_EQ(prism_poll(c, &ticket), PRISM_OK) << prism_last_error(c);
+    f.seen_at_least(seen);
+    const wire::Wait w = f.seen_of<wire::Wait>().back();
+    f.inject(wire::Horizon{w.wait_id, w.at, ns == wire::kNoLimit ? ns : w.at + ns});
+    for (const auto end = Clock::now() + 2s; prism_poll_quiet_us(c) == 0 && Clock::now() < end;) {
+      prism_wait_message(c, 10'000);
+      ASSERT_EQ(prism_poll_arrived(c, &ticket), PRISM_OK);
+    }
+  };
+  quiet_after(3, 300'000'000);  // hello, op, wait
+  EXPECT_GT(prism_poll_quiet_us(c), 100'000);
+  EXPECT_LE(prism_poll_quiet_us(c), 300'000);
+  ASSERT_EQ(prism_marker(c, 0, 0), PRISM_OK);  // anything sent ends it
+  EXPECT_EQ(prism_poll_quiet_us(c), 0);
+  quiet_after(5, wire::kNoLimit);  // and marker, wait
+  EXPECT_EQ(prism_poll_quiet_us(c), INT64_MAX);
+  EXPECT_EQ(prism_close(c, 0), PRISM_OK);
+}
+
 TEST(CApiTest, BadOpsAreRefusedBeforeTheWire) {
   FakeCoordinator f(fake());
   prism_client* c = nullptr;

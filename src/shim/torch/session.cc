@@ -198,7 +198,7 @@ void Session::run(std::vector<Ready>& ready) {
 // ranks virtual, the op long), the thread sleeps until then instead of
 // polling, or until the main thread enters an op (which may complete
 // sooner): polls on the rank's own core are what an op in flight cost its
-// compute (docs/torch-backend.md, "Progress").
+// compute (docs/torch-backend.md, "The progress thread").
 void Session::progress_loop() {
   using Clock = std::chrono::steady_clock;
   std::unique_lock lock(mu_);
