@@ -40,6 +40,15 @@ FakeCoordinatorOptions fake() {
   return o;
 }
 
+// A fake that answers nothing and ends no wait on its own: the test injects
+// what the coordinator says.
+FakeCoordinatorOptions silent() {
+  FakeCoordinatorOptions o = fake();
+  o.hold_answers = true;
+  o.horizons = false;
+  return o;
+}
+
 std::unique_ptr<Client> connect(const FakeCoordinator& f, std::int32_t rank = 0) {
   Result<std::unique_ptr<Client>> c =
       Client::connect(f.address(), {rank, 4, rank, "client_test"}, 5000ms);
@@ -229,10 +238,7 @@ TEST(ClientTest, TestIsFalseWhileTheCompletionLiesAhead) {
 }
 
 TEST(ClientTest, WaitAnyTakesTheEarliestAnswer) {
-  FakeCoordinatorOptions o = fake();
-  o.hold_answers = true;
-  o.horizons = false;
-  FakeCoordinator f(o);
+  FakeCoordinator f(silent());
   auto c = connect(f);
   ASSERT_TRUE(c);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(c->enter(all_reduce()).is_ok());
@@ -266,10 +272,7 @@ TEST(ClientTest, WaitAnyTakesTheEarliestAnswer) {
 }
 
 TEST(ClientTest, WaitAnyWakesAtTheFirstAnswerToArrive) {
-  FakeCoordinatorOptions o = fake();
-  o.hold_answers = true;
-  o.horizons = false;
-  FakeCoordinator f(o);
+  FakeCoordinator f(silent());
   auto c = connect(f);
   ASSERT_TRUE(c);
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(c->enter(all_reduce()).is_ok());
@@ -319,10 +322,7 @@ TEST(ClientTest, WaitAnyEndsAtTheHorizon) {
 }
 
 TEST(ClientTest, StaleHorizonsAreIgnored) {
-  FakeCoordinatorOptions o = fake();
-  o.hold_answers = true;
-  o.horizons = false;
-  FakeCoordinator f(o);
+  FakeCoordinator f(silent());
   auto c = connect(f);
   ASSERT_TRUE(c);
   // Wait 0 has nothing to wait for: the rank sleeps on its own.
@@ -381,10 +381,7 @@ TEST(ClientTest, WithNothingUnansweredTheRankSleepsOnItsOwn) {
 // coordinator its bound with one Wait until now, repeated only once that
 // Wait has ended, and hands out the answer once it has come.
 TEST(ClientTest, APollDoesNotWaitForTheCoordinator) {
-  FakeCoordinatorOptions o = fake();
-  o.hold_answers = true;
-  o.horizons = false;
-  FakeCoordinator f(o);
+  FakeCoordinator f(silent());
   auto c = connect(f);  // a 5 s timeout: a poll that blocked would fail
   ASSERT_TRUE(c);
   const std::uint64_t t = c->enter(all_reduce()).value();
@@ -435,31 +432,31 @@ TEST(ClientTest, APollDoesNotWaitForTheCoordinator) {
   EXPECT_EQ(f.seen_of<wire::Wait>().size(), 3u);
 }
 
+// Once the fake has seen `seen` messages, answers the rank's last Wait with
+// its horizon and a quiet time `ns` after its `at` (kNoLimit: as such),
+// reads it, and returns what the client makes of it.
+std::chrono::nanoseconds quiet_after(FakeCoordinator& f, Client& c, std::size_t seen,
+                                     std::int64_t ns) {
+  f.seen_at_least(seen);
+  const wire::Wait w = f.seen_of<wire::Wait>().back();
+  f.inject(wire::Horizon{w.wait_id, w.at, ns == wire::kNoLimit ? ns : w.at + ns});
+  EXPECT_TRUE(c.readable(2s));
+  EXPECT_TRUE(c.arrived().is_ok());
+  return c.quiet_for();
+}
+
 // The coordinator may answer a poll saying nothing can complete before a
 // later virtual time (Horizon::quiet_until): polls send nothing until then,
 // and anything the rank sends ends the quiet.
 TEST(ClientTest, PollsSendNothingBeforeTheQuietTime) {
-  FakeCoordinatorOptions o = fake();
-  o.hold_answers = true;
-  o.horizons = false;
-  FakeCoordinator f(o);
+  FakeCoordinator f(silent());
   auto c = connect(f);
   ASSERT_TRUE(c);
   c->enter(all_reduce()).value();
   EXPECT_EQ(c->quiet_for(), 0ns);
   ASSERT_TRUE(c->poll().is_ok());
-  f.seen_at_least(3);  // hello, op, wait
-  const wire::Wait w = f.seen_of<wire::Wait>().at(0);
-  const auto heard = [&] {
-    for (const auto end = Clock::now() + 2s; c->quiet_for() == 0ns && Clock::now() < end;) {
-      c->readable(10ms);
-      EXPECT_TRUE(c->arrived().is_ok());
-    }
-    return c->quiet_for();
-  };
   // 300 ms of virtual time after the poll's `at`: about that much real time.
-  f.inject(wire::Horizon{w.wait_id, w.at, w.at + 300'000'000});
-  const std::chrono::nanoseconds quiet = heard();
+  const std::chrono::nanoseconds quiet = quiet_after(f, *c, 3, 300'000'000);  // hello, op, wait
   EXPECT_GT(quiet, 100ms);
   EXPECT_LE(quiet, 300ms);
   for (int i = 0; i < 3; ++i) {
@@ -473,39 +470,23 @@ TEST(ClientTest, PollsSendNothingBeforeTheQuietTime) {
   f.seen_at_least(4);
   EXPECT_EQ(f.seen_of<wire::Wait>().size(), 1u);
   ASSERT_TRUE(c->poll().is_ok());  // so the next poll tells the coordinator
-  f.seen_at_least(5);
-  const std::vector<wire::Wait> waits = f.seen_of<wire::Wait>();
-  ASSERT_EQ(waits.size(), 2u);
   // "Not until the rank sends": as long as it likes.
-  f.inject(wire::Horizon{waits[1].wait_id, waits[1].at, wire::kNoLimit});
-  EXPECT_EQ(heard(), std::chrono::nanoseconds::max());
+  EXPECT_EQ(quiet_after(f, *c, 5, wire::kNoLimit), std::chrono::nanoseconds::max());
+  EXPECT_EQ(f.seen_of<wire::Wait>().size(), 2u);
 }
 
 // Once the quiet time has come, polls tell the coordinator again; a quiet
 // time not after the horizon's own says nothing.
 TEST(ClientTest, PollsResumeAtTheQuietTime) {
-  FakeCoordinatorOptions o = fake();
-  o.hold_answers = true;
-  o.horizons = false;
-  FakeCoordinator f(o);
+  FakeCoordinator f(silent());
   auto c = connect(f);
   ASSERT_TRUE(c);
   c->enter(all_reduce()).value();
   ASSERT_TRUE(c->poll().is_ok());
-  f.seen_at_least(3);
-  wire::Wait w = f.seen_of<wire::Wait>().at(0);
-  f.inject(wire::Horizon{w.wait_id, w.at, w.at});  // not after `at`: not said
-  ASSERT_TRUE(c->readable(2s));
-  ASSERT_TRUE(c->arrived().is_ok());
-  EXPECT_EQ(c->quiet_for(), 0ns);
+  EXPECT_EQ(quiet_after(f, *c, 3, 0), 0ns);  // not after `at`: not said
   ASSERT_TRUE(c->poll().is_ok());
-  f.seen_at_least(4);
-  ASSERT_EQ(f.seen_of<wire::Wait>().size(), 2u);
-  w = f.seen_of<wire::Wait>().at(1);
-  f.inject(wire::Horizon{w.wait_id, w.at, w.at + 20'000'000});  // 20 ms
-  ASSERT_TRUE(c->readable(2s));
-  ASSERT_TRUE(c->arrived().is_ok());
-  EXPECT_GT(c->quiet_for(), 0ns);
+  EXPECT_GT(quiet_after(f, *c, 4, 20'000'000), 0ns);  // 20 ms
+  const wire::Wait w = f.seen_of<wire::Wait>().at(1);
   std::this_thread::sleep_for(30ms);
   EXPECT_EQ(c->quiet_for(), 0ns);
   ASSERT_TRUE(c->poll().is_ok());
@@ -670,10 +651,7 @@ TEST(ClientTest, ACoordinatorThatHangsUpIsUnavailable) {
 }
 
 TEST(ClientTest, ACoordinatorThatDoesNotAnswerInTimeIsADeadline) {
-  FakeCoordinatorOptions o = fake();
-  o.hold_answers = true;
-  o.horizons = false;
-  FakeCoordinator f(o);
+  FakeCoordinator f(silent());
   Result<std::unique_ptr<Client>> c = Client::connect(f.address(), {0, 4, 0, "client_test"}, 200ms);
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   const Result<std::uint64_t> t = c.value()->enter(all_reduce());
@@ -740,10 +718,7 @@ TEST(CApiTest, ArgumentErrorsSayWhat) {
 // prism_poll_quiet_us says what the last poll's horizon said, in real
 // microseconds from now; INT64_MAX for "until the rank sends".
 TEST(CApiTest, PollQuietUsSaysTheQuietTime) {
-  FakeCoordinatorOptions o = fake();
-  o.hold_answers = true;
-  o.horizons = false;
-  FakeCoordinator f(o);
+  FakeCoordinator f(silent());
   prism_client* c = nullptr;
   ASSERT_EQ(prism_connect(f.address().to_string().c_str(), 0, 4, 0, "p", 5000, &c), PRISM_OK);
   EXPECT_EQ(prism_poll_quiet_us(nullptr), 0);
