@@ -21,8 +21,9 @@
 # times the program prints past the same warm-up.
 #
 # RESULTS=DIR keeps the runs' files in DIR (KEEP=1: in a kept temporary
-# directory), and each pair's unfiltered figures are printed as it ends, so
-# a run cut short by a host's time limit still shows them.
+# directory), and each pair's unfiltered figures (and each run's wall time,
+# captures included) are printed as it ends, so a run cut short by a host's
+# time limit still shows them.
 #
 # The figure of a run is the median of the real rank 0's iteration times
 # (`iteration_times_s` in the report) past the first WARMUP steps, as in
@@ -77,12 +78,14 @@ run() { # side pair
   local side=$1 pair=$2 ranks=0
   [[ $side == real ]] && ranks=$all
   awk '{print $1}' /proc/loadavg >"$out/$side$pair.load"
+  local start=$EPOCHREALTIME
   CPU_FILE=$out/$side$pair.cpu OMP_NUM_THREADS=1 "$build/bin/prism" emulate "$job" \
     --real-ranks $ranks --master-port 0 --capture-jobs "${CAPTURE_JOBS:-2}" --report "$out/$side$pair.json" \
     -- "${program[@]}" >"$out/$side$pair.out" 2>&1 || {
     cat "$out/$side$pair.out"
     exit 1
   }
+  echo "$start $EPOCHREALTIME" >"$out/$side$pair.wall"
 }
 # DEADLINE_S: start no pair past that many seconds from now; the figures are
 # then over the pairs that ran (the summary says how many), so a host lent
@@ -122,8 +125,12 @@ def ms(side):
     report = json.load(open(f"{out}/{side}{pair}.json"))
     rank0 = next(r for r in report["real_ranks"] if r["rank"] == 0)
     return statistics.median(rank0["iteration_times_s"][warmup - 1:]) * 1e3
+def wall(side):  # the whole run, captures included, in s
+    start, end = map(float, open(f"{out}/{side}{pair}.wall").read().split())
+    return end - start
 real, hybrid = ms("real"), ms("hybrid")
-print(f"pair {pair}: all-real {real:.2f} ms, hybrid {hybrid:.2f} ms, error {100 * (hybrid / real - 1):+.2f}%")
+print(f"pair {pair}: all-real {real:.2f} ms, hybrid {hybrid:.2f} ms, error {100 * (hybrid / real - 1):+.2f}% "
+      f"(runs of {wall('real'):.1f} s and {wall('hybrid'):.1f} s)")
 PY
 done
 ((done_pairs >= 1)) || { echo "error: no pair ran before DEADLINE_S=${DEADLINE_S}" >&2; exit 1; }
