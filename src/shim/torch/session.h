@@ -11,7 +11,9 @@
 // finds completions with prism_poll (a wait with the deadline "now" that
 // keeps the clock running and does not block for the coordinator's answer)
 // and, between polls, with prism_poll_arrived as answers arrive, while
-// some op is outstanding. It never waits without a deadline: the main
+// some op is outstanding; when the coordinator said nothing can complete
+// before a later time (prism_poll_quiet_us), it sleeps until then or until
+// the main thread enters an op. It never waits without a deadline: the main
 // thread may enter ops meanwhile, and those must not be stamped before a
 // wait the coordinator has already simulated past. Nor does it wait for
 // the coordinator under the lock: the coordinator may be waiting for the
