@@ -338,7 +338,7 @@ std::optional<std::uint64_t> Client::take_due(std::int64_t at) {
   return first->ticket;
 }
 
-Result<std::optional<std::uint64_t>> Client::poll(bool clock_runs) {
+Result<std::optional<std::uint64_t>> Client::poll() {
   const std::int64_t at = now();
   if (std::optional<std::uint64_t> t = take_due(at)) return t;
   // Before the quiet time nothing can complete, and the coordinator does
@@ -348,7 +348,7 @@ Result<std::optional<std::uint64_t>> Client::poll(bool clock_runs) {
     // The rank's bound: it sends nothing before `at`. A wait until its own
     // `at` ends then: the rank need not block for its horizon.
     const std::uint32_t id = next_wait_++;
-    keep_clock_ = clock_runs;
+    keep_clock_ = true;
     const Status sent = send(wire::Wait{id, wire::kAnyOp, answers_seen_, at, at});
     keep_clock_ = false;
     PRISM_RETURN_IF_ERROR(sent);
