@@ -117,9 +117,15 @@ class Rank0 {
   // The graph's two all-reduces, each waited for, then the goodbye.
   void run_the_graph() {
     all_reduce(0, 100);
-    const std::int64_t first = wait(0, 100);
+    finish(wait(0, 100));
+  }
+  // The graph's second all-reduce, 50 ns after the first completed at
+  // `first`, waited for, then the goodbye; returns its completion.
+  std::int64_t finish(std::int64_t first) {
     all_reduce(1, first + 50);
-    send(Bye{0, wait(1, first + 50)});
+    const std::int64_t second = wait(1, first + 50);
+    send(Bye{0, second});
+    return second;
   }
   // Waits for op `id` and returns its completion.
   std::int64_t wait(std::uint32_t id, std::int64_t at) {
@@ -206,9 +212,7 @@ TEST(CoordinatorTest, WaitWithADeadlineGetsAHorizon) {
   EXPECT_EQ(std::get<Horizon>(m).at, 150);
   r.wait_id_ = 1;
   EXPECT_EQ(r.wait(0, 150), 1900);
-  r.all_reduce(1, 1950);
-  EXPECT_EQ(r.wait(1, 1950), 3450);
-  r.send(Bye{0, 3450});
+  EXPECT_EQ(r.finish(1900), 3450);
   ASSERT_TRUE(c.result().is_ok());
 }
 
@@ -236,9 +240,7 @@ TEST(CoordinatorTest, APollLearnsWhenNothingCanCompleteBefore) {
   // Polling before the quiet time is allowed, only useless.
   EXPECT_EQ(poll(1000), 1900);
   EXPECT_EQ(r.wait(0, 1000), 1900);
-  r.all_reduce(1, 1950);
-  EXPECT_EQ(r.wait(1, 1950), 3450);
-  r.send(Bye{0, 3450});
+  EXPECT_EQ(r.finish(1900), 3450);
   ASSERT_TRUE(c.result().is_ok());
 }
 
