@@ -217,7 +217,7 @@ void Session::progress_loop() {
       if (report) next = Clock::now() + poll_;
       report = false;
       const std::int64_t quiet_us = s == PRISM_OK ? prism_poll_quiet_us(client_) : 0;
-      const bool quiet = quiet_us > 0;
+      const bool quiet = quiet_us > 0;  // implies s == PRISM_OK: nothing failed
       if (quiet) {
         const std::chrono::microseconds most = kMaxQuiet;
         next = std::max(next, Clock::now() + std::min(std::chrono::microseconds(quiet_us), most));
@@ -228,7 +228,7 @@ void Session::progress_loop() {
       } else if (ticket != PRISM_NO_TICKET) {
         ready = spend_locked(ticket);
       }
-      if (quiet && ready.empty() && ticket == PRISM_NO_TICKET) {
+      if (quiet && ticket == PRISM_NO_TICKET) {
         // No message is due before the quiet time: wait on the main thread.
         const std::uint64_t entered = entered_;
         work_cv_.wait_until(lock, next,
