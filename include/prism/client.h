@@ -119,6 +119,18 @@ PRISM_API prism_status prism_enter(prism_client* c, const prism_op* op,
  * clock has reached the completion. The ticket is then spent. */
 PRISM_API prism_status prism_wait(prism_client* c, uint64_t ticket) PRISM_NOEXCEPT;
 
+/* The calling thread waited for an op whose ticket a poll had already spent
+ * (a progress thread took the answer first, prism_poll). When the
+ * coordinator is capturing the rank's program, this puts the wait on the
+ * wire as prism_wait would have, so that the capture records where the rank
+ * waited whichever thread took the answer; otherwise it does nothing.
+ * PRISM_ERR_ARGUMENT for a ticket never entered or not yet spent. */
+PRISM_API prism_status prism_waited(prism_client* c, uint64_t ticket) PRISM_NOEXCEPT;
+
+/* 1 when the coordinator records the rank's program (a capture: every op
+ * completes when entered) rather than emulating a job; else 0. */
+PRISM_API int prism_capturing(prism_client* c) PRISM_NOEXCEPT;
+
 /* Sets *done to 1 when the op has completed by the rank's current virtual
  * time (the ticket is then spent), else 0. Unless its answer is already in,
  * it blocks until the coordinator can tell: a round trip at least, which

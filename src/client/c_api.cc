@@ -181,6 +181,16 @@ prism_status prism_wait(prism_client* c, uint64_t ticket) noexcept {
   return done(c, cl->wait(ticket));
 }
 
+prism_status prism_waited(prism_client* c, uint64_t ticket) noexcept {
+  prism::client::Client* cl = usable(c);
+  if (cl == nullptr) return PRISM_ERR_ARGUMENT;
+  return done(c, cl->waited(ticket));
+}
+
+int prism_capturing(prism_client* c) noexcept {
+  return c != nullptr && c->client && c->client->capturing() ? 1 : 0;
+}
+
 prism_status prism_wait_any(prism_client* c, int64_t until_ns, uint64_t* ticket) noexcept {
   return ticket_or_none(c, ticket, "prism_wait_any",
                         [&](prism::client::Client& cl) { return cl.wait_any(until_ns); });

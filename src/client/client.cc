@@ -74,7 +74,10 @@ Result<std::unique_ptr<Client>> Client::connect(const wire::Address& a, const Id
 
 Client::Client(std::unique_ptr<wire::Connection> conn, const wire::Welcome& w,
                std::chrono::milliseconds timeout)
-    : conn_(std::move(conn)), timeout_(timeout), clock_(w.start_at, Clock::now()) {}
+    : conn_(std::move(conn)),
+      timeout_(timeout),
+      clock_(w.start_at, Clock::now()),
+      capture_(w.capture) {}
 
 // Every message costs a system call, a few microseconds the job itself would
 // not spend (its collectives are enqueued, not sent): that time is taken out
@@ -288,11 +291,24 @@ Status Client::wait(std::uint64_t ticket) {
   PRISM_RETURN_IF_ERROR(check_ticket(ticket));
   const std::int64_t at = now();
   const auto known = answers_.find(ticket);
-  if (known == answers_.end() || known->second > at) {
+  if (capture_ || known == answers_.end() || known->second > at) {
     PRISM_RETURN_IF_ERROR(block(static_cast<std::uint32_t>(ticket), at, wire::kNoLimit).status());
   }
   spend(ticket);
   return Status::ok();
+}
+
+Status Client::waited(std::uint64_t ticket) {
+  if (ticket >= next_op_ || outstanding_.contains(ticket)) {
+    return Status::invalid_argument(fmt::format(
+        "waited: ticket {} is {}", ticket,
+        ticket >= next_op_ ? "not an op this rank entered" : "not spent yet (wait for it)"));
+  }
+  if (!capture_) return Status::ok();
+  // Its answer was in when it was spent: the Wait ends at once.
+  const std::uint32_t id = next_wait_++;
+  return send(
+      wire::Wait{id, static_cast<std::uint32_t>(ticket), answers_seen_, now(), wire::kNoLimit});
 }
 
 Result<bool> Client::test(std::uint64_t ticket) {
@@ -343,7 +359,9 @@ Result<std::optional<std::uint64_t>> Client::poll() {
   if (std::optional<std::uint64_t> t = take_due(at)) return t;
   // Before the quiet time nothing can complete, and the coordinator does
   // not need this rank's clock to get there.
-  const bool quiet = quiet_until_.has_value() && at < *quiet_until_;
+  // In a capture every op completes when entered: a poll only takes the
+  // answers, and the capture records no wait the rank's threads did not do.
+  const bool quiet = capture_ || (quiet_until_.has_value() && at < *quiet_until_);
   if (!poll_open() && !quiet) {
     // The rank's bound: it sends nothing before `at`. A wait until its own
     // `at` ends then: the rank need not block for its horizon.

@@ -59,8 +59,18 @@ class Client {
   // Enters `op` (its op_id and at are set here) at the current virtual time.
   Result<std::uint64_t> enter(wire::Op op);
   // Holds the caller until the op's completion (see VirtualClock); the
-  // ticket is then spent.
+  // ticket is then spent. In a capture the Wait is sent even when the
+  // answer is in: the capture records where the rank waited.
   Status wait(std::uint64_t ticket);
+  // The rank's thread waited for op `ticket`, which a poll had already
+  // completed and spent (a progress thread took its answer first). In a
+  // capture this sends the Wait a wait() would have sent, so that the
+  // program records the wait whichever thread took the answer; otherwise
+  // it sends nothing. A ticket never entered, or not yet spent, is refused.
+  Status waited(std::uint64_t ticket);
+  // Whether the coordinator records this rank's program (wire::Welcome::
+  // capture) rather than emulating a job.
+  bool capturing() const { return capture_; }
   // Whether the op has completed by now(), exactly: when its answer is not
   // in, asks the coordinator and holds the caller for the round trip, which
   // virtual time does not count. A completed op's ticket is spent.
@@ -74,7 +84,8 @@ class Client {
   // For a helper thread that polls while the rank's other threads keep
   // running: an op that has completed by now(), spent, or nullopt. It never
   // blocks on the coordinator. Unless an answer is in, it sends a Wait for
-  // any op until now() (the rank's bound: it sends nothing before now) and
+  // any op until now() (the rank's bound: it sends nothing before now; in a
+  // capture, where every op completes when entered, no Wait at all) and
   // takes whatever has arrived without waiting for more; a Wait the
   // coordinator has not yet ended (no answer since, no horizon, nothing
   // sent after it) is not repeated, so each poll Wait is answered as a
@@ -162,6 +173,7 @@ class Client {
   std::unique_ptr<wire::Connection> conn_;
   std::chrono::milliseconds timeout_;
   VirtualClock clock_;
+  bool capture_ = false;  // wire::Welcome::capture
   std::uint32_t next_op_ = 0;
   std::uint32_t next_wait_ = 0;
   std::uint32_t answers_seen_ = 0;                 // Complete messages received

@@ -63,7 +63,7 @@ class ProgramCapture::Impl : public LivePolicy {
   void hello(Rank, const wire::Hello& h) override {
     capture_ = RankCapture{h.rank, h.world_size, h.pid, h.program, options_.job, {}};
     capture_.entries.push_back(CaptureEntry{h, kNone});
-    send(wire::Welcome{h.rank, h.world_size, 0, options_.job});
+    send(wire::Welcome{h.rank, h.world_size, 0, options_.job, true});
   }
 
   Status handle(Rank, const wire::Message& m) override {

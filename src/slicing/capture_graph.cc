@@ -99,8 +99,8 @@ class ProgramOfCapture {
 
   Status bye(std::int64_t at) {
     PRISM_RETURN_IF_ERROR(host_until(at));
-    polled_before_marker();
-    PRISM_RETURN_IF_ERROR(host_until(at));  // the host ends after the ops it polled
+    ops_done_by_marker();
+    PRISM_RETURN_IF_ERROR(host_until(at));  // the host ends after its ops
     said_bye_ = true;
     return Status::ok();
   }
@@ -212,10 +212,16 @@ class ProgramOfCapture {
     return Status::ok();
   }
 
-  // Polled ops must be done by the next iteration marker.
-  void polled_before_marker() {
+  // Ops no wait of the rank's threads consumed must be done by the next
+  // iteration marker: those a poll took (a progress thread's, recorded by a
+  // client of protocol 3) and those nobody waited for on the wire (a
+  // capture's polls send nothing, and a future, such as DDP's reducer's,
+  // is waited for by the progress thread's answer).
+  void ops_done_by_marker() {
     pending_deps_.insert(pending_deps_.end(), polled_.begin(), polled_.end());
     polled_.clear();
+    for (std::uint32_t id : unspent_) pending_deps_.push_back(op_ids_[id]);
+    unspent_.clear();
   }
 
   Status marker(const wire::Marker& m) {
@@ -223,8 +229,8 @@ class ProgramOfCapture {
     switch (m.code) {
       case wire::MarkerCode::kIterationBegin:
       case wire::MarkerCode::kIterationEnd:
-        polled_before_marker();
-        PRISM_RETURN_IF_ERROR(host_until(m.at));  // the marker comes after the ops polled
+        ops_done_by_marker();
+        PRISM_RETURN_IF_ERROR(host_until(m.at));  // the marker comes after them
         if (m.code == wire::MarkerCode::kIterationBegin) {
           builder_.marker(kHost, MarkerKind::kIteration, iterations_++);
         } else {

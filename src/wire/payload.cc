@@ -67,6 +67,12 @@ class Reader {
     if (error_.empty() && !valid(v)) fail(fmt::format("{} {} is not a known value", field, v));
     return static_cast<E>(v);
   }
+  // A u8 that is 0 or 1.
+  bool get_bool(const char* field) {
+    const auto v = get<std::uint8_t>(field);
+    if (error_.empty() && v > 1) fail(fmt::format("{} {} is neither 0 nor 1", field, v));
+    return v == 1;
+  }
   bool ok() const { return error_.empty(); }
   void fail(std::string why) {
     if (error_.empty()) error_ = std::move(why);
@@ -158,6 +164,7 @@ void write(Writer& w, const Horizon& m) {
 void write(Writer& w, const Welcome& m) {
   w.put(m.rank), w.put(m.world_size), w.put(m.start_at);
   w.put_string(m.job);
+  w.put(static_cast<std::uint8_t>(m.capture ? 1 : 0));
 }
 void write(Writer& w, const Complete& m) {
   w.put(m.op_id), w.put(m.at), w.put(m.nccl_bytes);
@@ -319,6 +326,7 @@ Welcome read_welcome(Reader& r) {
   m.world_size = r.get<std::int32_t>("world_size");
   m.start_at = r.get<std::int64_t>("start_at");
   m.job = r.get_string("job");
+  m.capture = r.get_bool("capture");
   r.non_negative(m.start_at, "start_at");
   return m;
 }

@@ -34,7 +34,7 @@
 namespace prism::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4d535250;  // "PRSM" on the wire
-inline constexpr std::uint16_t kProtocolVersion = 3;
+inline constexpr std::uint16_t kProtocolVersion = 4;
 inline constexpr std::size_t kHeaderSize = 16;
 inline constexpr std::uint32_t kMaxPayload = 1 << 20;
 inline constexpr std::uint32_t kMaxString = 4096;
@@ -184,11 +184,15 @@ struct Wait {
 };
 
 // The coordinator accepts the rank; its virtual clock starts at `start_at`.
+// `capture`: the coordinator records the rank's program rather than
+// emulating a job (every op completes when entered), and the rank puts each
+// of its waits for an op on the wire, even for an answer it already has.
 struct Welcome {
   std::int32_t rank = 0;
   std::int32_t world_size = 0;
   std::int64_t start_at = 0;
   std::string job;
+  bool capture = false;
 };
 
 // Op `op_id` completes at virtual time `at`. `nccl_bytes`: the device

@@ -22,6 +22,7 @@ extern "C" int prism_c_smoke(const char* address, char* error, size_t error_size
 namespace prism::client {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -142,6 +143,63 @@ TEST(ClientTest, WaitForAnAnswerAlreadyDueSendsNothing) {
   ASSERT_TRUE(c->close(0).is_ok());
   EXPECT_EQ(f.seen_through_bye().size(), 5u);  // hello, two ops, one wait, bye
   EXPECT_EQ(f.seen_of<wire::Wait>().size(), 1u);
+}
+
+// In a capture the program records where the rank waited: a wait for an
+// answer already in is on the wire too, a poll sends nothing (every op
+// completes when entered), and a wait for an op a poll took is said with
+// waited(). Outside a capture waited() sends nothing.
+TEST(ClientTest, InACaptureEveryWaitIsOnTheWireAndPollsSendNothing) {
+  for (const bool capture : {true, false}) {
+    SCOPED_TRACE(capture ? "capture" : "emulation");
+    FakeCoordinatorOptions o = fake();
+    o.capture = capture;
+    FakeCoordinator f(o);
+    auto c = connect(f);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->capturing(), capture);
+    const std::uint64_t first = c->enter(all_reduce()).value();
+    const std::uint64_t second = c->enter(all_reduce()).value();
+    // Waiting for the second receives both answers; the first is then due.
+    ASSERT_TRUE(c->wait(second).is_ok());
+    ASSERT_TRUE(c->wait(first).is_ok());
+    // A poll takes the third's answer (it polls until the answer is in).
+    const std::uint64_t third = c->enter(all_reduce()).value();
+    std::optional<std::uint64_t> polled;
+    for (int i = 0; i < 2000 && !polled; ++i) {
+      const Result<std::optional<std::uint64_t>> r = c->poll();
+      ASSERT_TRUE(r.is_ok()) << r.status().message();
+      polled = r.value();
+      if (!polled) std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_EQ(polled, std::optional<std::uint64_t>(third));
+    ASSERT_TRUE(c->waited(third).is_ok());
+    ASSERT_TRUE(c->close(0).is_ok());
+    f.seen_through_bye();
+    std::vector<std::uint32_t> waited;
+    for (const wire::Wait& w : f.seen_of<wire::Wait>()) {
+      if (w.op_id != wire::kAnyOp) waited.push_back(w.op_id);
+      if (capture) EXPECT_NE(w.op_id, wire::kAnyOp) << "a poll's wait in a capture";
+    }
+    if (capture) {
+      EXPECT_THAT(waited, ElementsAre(second, first, third));
+    } else {
+      EXPECT_THAT(waited, ElementsAre(second));
+    }
+  }
+}
+
+TEST(ClientTest, WaitedRefusesAnOpNeverEnteredOrNotSpent) {
+  FakeCoordinatorOptions o = fake();
+  o.capture = true;
+  FakeCoordinator f(o);
+  auto c = connect(f);
+  ASSERT_TRUE(c);
+  const std::uint64_t t = c->enter(all_reduce()).value();
+  EXPECT_THAT(c->waited(t).message(), HasSubstr("ticket 0 is not spent yet (wait for it)"));
+  EXPECT_THAT(c->waited(7).message(), HasSubstr("ticket 7 is not an op this rank entered"));
+  ASSERT_TRUE(c->wait(t).is_ok());
+  EXPECT_TRUE(c->waited(t).is_ok());
 }
 
 TEST(ClientTest, LateAnswersAreNotCounted) {
@@ -717,6 +775,36 @@ TEST(CApiTest, ArgumentErrorsSayWhat) {
 
 // prism_poll_quiet_us says what the last poll's horizon said, in real
 // microseconds from now; INT64_MAX for "until the rank sends".
+TEST(CApiTest, WaitedSaysAPolledWaitInACapture) {
+  FakeCoordinatorOptions o = fake();
+  o.capture = true;
+  FakeCoordinator f(o);
+  prism_client* c = nullptr;
+  EXPECT_EQ(prism_capturing(nullptr), 0);
+  ASSERT_EQ(prism_connect(f.address().to_string().c_str(), 0, 4, 0, "p", 5000, &c), PRISM_OK);
+  EXPECT_EQ(prism_capturing(c), 1);
+  prism_op op{};
+  op.code = PRISM_ALL_REDUCE;
+  op.bytes = 4;
+  std::uint64_t ticket = 0;
+  ASSERT_EQ(prism_enter(c, &op, &ticket), PRISM_OK) << prism_last_error(c);
+  EXPECT_EQ(prism_waited(c, ticket), PRISM_ERR_ARGUMENT);
+  EXPECT_THAT(prism_last_error(c), HasSubstr("not spent yet"));
+  std::uint64_t polled = PRISM_NO_TICKET;
+  for (const auto end = Clock::now() + 2s; polled == PRISM_NO_TICKET && Clock::now() < end;) {
+    ASSERT_EQ(prism_poll(c, &polled), PRISM_OK) << prism_last_error(c);
+    prism_wait_message(c, 10'000);
+  }
+  ASSERT_EQ(polled, ticket);
+  EXPECT_EQ(prism_waited(c, ticket), PRISM_OK) << prism_last_error(c);
+  EXPECT_EQ(prism_waited(nullptr, ticket), PRISM_ERR_ARGUMENT);
+  EXPECT_EQ(prism_close(c, 0), PRISM_OK);
+  f.seen_through_bye();
+  const std::vector<wire::Wait> waits = f.seen_of<wire::Wait>();
+  ASSERT_EQ(waits.size(), 1u);  // the poll sent none
+  EXPECT_EQ(waits[0].op_id, ticket);
+}
+
 TEST(CApiTest, PollQuietUsSaysTheQuietTime) {
   FakeCoordinator f(silent());
   prism_client* c = nullptr;

@@ -40,11 +40,9 @@ def run(args, **kw):
 
 def line_pattern(line):
     """A README output line as a regex: numbers with a fraction or a percent
-    sign (timings) match any such number, and so does the count of "N ops in
-    all" (a capture's compute ops lie between the rank's messages, and how
-    many of those the backend's progress thread sends depends on timing; the
-    communication ops stay exact); everything else is literal."""
-    parts = re.split(r"([+-]?\d+\.\d+%?|[+-]?\d+%|\d+(?= ops in all))", line)
+    sign (timings) match any such number; everything else is literal (a
+    capture's op counts included: they follow from the program)."""
+    parts = re.split(r"([+-]?\d+\.\d+%?|[+-]?\d+%)", line)
     rx = ""
     for i, p in enumerate(parts):
         rx += r"[+-]?\d+(?:\.\d+)?%?" if i % 2 else re.escape(p)

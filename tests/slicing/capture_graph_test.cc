@@ -156,6 +156,35 @@ TEST(CaptureGraphTest, APolledReceiveIsWaitedForAtOnceAPolledAllReduceAtTheMarke
   EXPECT_EQ(waited_at.at(all_reduce), 500);  // by the next iteration marker
 }
 
+// In a capture a progress thread's polls send nothing, and an op nobody
+// waited for on the wire (a future's, DDP's reducer's) must still be done
+// by the next iteration marker; an op the rank's thread waited for keeps
+// that wait.
+TEST(CaptureGraphTest, AnOpNobodyWaitedForIsDoneByTheNextMarker) {
+  const std::string events =
+      kWorldComm + op(0, 100) + op(1, 200) +
+      "{\"type\":\"wait\",\"at\":300,\"wait_id\":0,\"op_id\":1,\"answers_seen\":2}," +
+      "{\"type\":\"marker\",\"at\":500,\"marker\":\"iteration_end\",\"value\":0}," +
+      "{\"type\":\"bye\",\"at\":600,\"exit_code\":0}";
+  Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(events), "cap");
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  const Role& role = g.value().roles[0];
+  std::map<std::int32_t, std::int64_t> waited_at;
+  std::vector<std::int32_t> all_reduces;
+  std::int64_t start = 0;
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(role.ops.size()); ++i) {
+    const Op& o = role.ops[static_cast<std::size_t>(i)];
+    if (o.kind == OpKind::kCollective) all_reduces.push_back(i);
+    if (o.kind != OpKind::kCompute) continue;
+    for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d)
+      waited_at.try_emplace(role.deps[d], start);
+    start += o.duration.ns;
+  }
+  ASSERT_EQ(all_reduces.size(), 2u);
+  EXPECT_EQ(waited_at.at(all_reduces[0]), 500);  // by the marker
+  EXPECT_EQ(waited_at.at(all_reduces[1]), 300);  // where the rank waited
+}
+
 TEST(CaptureGraphTest, SameCaptureSameGraphByteForByte) {
   const std::string c = capture(kTwoSteps);
   Result<ExecutionGraph> a = graph_from_capture(program_job(), c, "cap");

@@ -75,7 +75,8 @@ void FakeCoordinator::on_message(wire::PeerId peer, wire::Message m) {
       return;
     }
     peer_ = peer;
-    server_->send(peer, wire::Welcome{h->rank, h->world_size, options_.start_at, options_.job});
+    server_->send(peer, wire::Welcome{h->rank, h->world_size, options_.start_at, options_.job,
+                                      options_.capture});
   } else if (const auto* o = std::get_if<wire::Op>(&m)) {
     op(peer, *o);
   } else if (const auto* w = std::get_if<wire::Wait>(&m)) {

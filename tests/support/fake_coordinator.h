@@ -31,6 +31,7 @@ namespace prism::testing {
 struct FakeCoordinatorOptions {
   std::int64_t start_at = 0;  // the welcome's virtual time
   std::string job = "fake";   // the welcome's job name
+  bool capture = false;       // the welcome's capture flag
   // Each op completes this long after its `at`.
   std::int64_t complete_after_ns = 0;
   // false: each op is answered as it arrives. true: as a real coordinator

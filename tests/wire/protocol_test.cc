@@ -30,6 +30,7 @@ std::vector<Message> every_message() {
       Wait{3, 12, 40, 130'000'000, 150'000'000},
       Wait{4, kAnyOp, 41, 150'000'000, kNoLimit},
       Welcome{3, 8192, 0, "llama3-8b-h100-64"},
+      Welcome{0, 64, 0, "capture", true},
       Complete{12, 130'000'000, 6 << 20},
       Error{ErrorCode::kMismatch, "rank 3 op 12: the graph has all_gather of 4 MiB here"},
       Horizon{3, 150'000'000, 270'000'000},
@@ -80,7 +81,7 @@ TEST(ProtocolTest, HeaderLayoutIsFixed) {
   const std::string f = encode(Complete{1, 2}, 5);
   ASSERT_EQ(f.size(), kHeaderSize + 20);
   EXPECT_EQ(f.substr(0, 4), "PRSM");
-  EXPECT_EQ(f[4], 3);    // version, little-endian
+  EXPECT_EQ(f[4], 4);    // version, little-endian
   EXPECT_EQ(f[6], 65);   // type: complete
   EXPECT_EQ(f[8], 5);    // seq
   EXPECT_EQ(f[12], 20);  // payload length: op_id, at, nccl_bytes
@@ -154,7 +155,7 @@ TEST(ProtocolTest, RejectsGarbage) {
 
 TEST(ProtocolTest, RejectsAnotherVersion) {
   EXPECT_EQ(rejection(frame(1, 0, payload_of(Hello{0, 1, 0, 1, "x"}), kMagic, 1)),
-            "frame 0: protocol version 1, this side speaks 3");
+            "frame 0: protocol version 1, this side speaks 4");
 }
 
 TEST(ProtocolTest, RejectsUnknownType) {
@@ -228,6 +229,9 @@ TEST(ProtocolTest, RejectsUnknownEnumValues) {
   std::string error = payload_of(Error{});
   error[0] = 0;
   EXPECT_EQ(rejection(frame(66, 0, error)), "frame 0 (error): error code 0 is not a known value");
+  std::string welcome = payload_of(Welcome{});
+  welcome.back() = 2;  // capture, the last field
+  EXPECT_EQ(rejection(frame(64, 0, welcome)), "frame 0 (welcome): capture 2 is neither 0 nor 1");
 }
 
 TEST(ProtocolTest, RejectsOverlongStrings) {

@@ -66,6 +66,7 @@ void Session::connect(const Identity& who) {
                              address + "': " + why);
   }
   client_ = c;
+  capturing_ = prism_capturing(c) != 0;
   pid_ = ::getpid();
   who_ = who;
   poll_ = std::chrono::microseconds(env_int("PRISM_TORCH_POLL_US", 200));
@@ -135,9 +136,10 @@ std::uint64_t Session::enter(std::span<const prism_op> ops, const std::string& w
 
 void Session::wait(std::uint64_t id) {
   std::unique_lock lock(mu_);
+  std::vector<Ready> ready;
+  if (capturing_) say_polled_waits_locked(id);
   const auto it = entries_.find(id);
   if (it == entries_.end()) return;
-  std::vector<Ready> ready;
   while (ready.empty()) {
     // A group's ops are waited for one by one: the clock ends at the last
     // completion, as it would when all are waited for together.
@@ -145,17 +147,34 @@ void Session::wait(std::uint64_t id) {
     if (prism_wait(client_, ticket) != PRISM_OK) {
       ready = fail_all_locked(prism_last_error(client_));
     } else {
-      ready = spend_locked(ticket);
+      ready = spend_locked(ticket, false);
     }
   }
   lock.unlock();
   run(ready);
 }
 
-std::vector<Session::Ready> Session::spend_locked(std::uint64_t ticket) {
+void Session::say_polled_waits_locked(std::uint64_t id) {
+  const auto polled = polled_.find(id);
+  if (polled == polled_.end()) return;
+  const std::vector<std::uint64_t> tickets = std::move(polled->second);
+  polled_.erase(polled);
+  for (std::uint64_t t : tickets) {
+    if (prism_waited(client_, t) != PRISM_OK) {
+      std::vector<Ready> failed = fail_all_locked(prism_last_error(client_));
+      mu_.unlock();
+      run(failed);
+      mu_.lock();
+      return;
+    }
+  }
+}
+
+std::vector<Session::Ready> Session::spend_locked(std::uint64_t ticket, bool by_poll) {
   const auto owner = owner_.find(ticket);
   if (owner == owner_.end()) return {};
   const auto it = entries_.find(owner->second);
+  if (by_poll && capturing_) polled_[owner->second].push_back(ticket);
   owner_.erase(owner);
   std::vector<std::uint64_t>& left = it->second.tickets;
   std::erase(left, ticket);
@@ -178,6 +197,7 @@ std::vector<Session::Ready> Session::fail_all_locked(const std::string& cause) {
   }
   entries_.clear();
   owner_.clear();
+  polled_.clear();
   return failed;
 }
 
@@ -226,7 +246,7 @@ void Session::progress_loop() {
       if (s != PRISM_OK) {
         ready = fail_all_locked(prism_last_error(client_));
       } else if (ticket != PRISM_NO_TICKET) {
-        ready = spend_locked(ticket);
+        ready = spend_locked(ticket, true);
       }
       if (quiet && ticket == PRISM_NO_TICKET) {
         // No message is due before the quiet time: wait on the main thread.
@@ -255,6 +275,7 @@ bool Session::marker(int code, std::int32_t value) {
   std::lock_guard lock(mu_);
   if (client_ == nullptr && broken_.empty()) return false;
   check_usable_locked();
+  polled_.clear();  // entries nobody waited for before the marker
   if (prism_marker(client_, code, value) != PRISM_OK) {
     throw_locked("iteration marker " + std::to_string(code));
   }

@@ -81,6 +81,7 @@ class Session {
 
   // Holds the caller until entry `id` completes, then runs its Done here.
   // Returns at once when another thread has taken it (that thread runs it).
+  // In a capture the wait is on the wire either way (prism_waited).
   void wait(std::uint64_t id);
 
   // An iteration marker (prism_marker). False when no group was created yet
@@ -112,7 +113,11 @@ class Session {
   Session() = default;
   void progress_loop();
   // The ticket completed; returns the entry's Done when it was its last.
-  std::vector<Ready> spend_locked(std::uint64_t ticket);
+  // `by_poll`: the progress thread took it (kept for wait() in a capture).
+  std::vector<Ready> spend_locked(std::uint64_t ticket, bool by_poll);
+  // In a capture: the waits for entry `id`'s ops a poll took, put on the
+  // wire now that the rank's thread waits for them.
+  void say_polled_waits_locked(std::uint64_t id);
   // The client failed (`cause`: prism_last_error): every open entry fails,
   // naming itself, and later calls throw. Said once on stderr too, since a
   // future's error may never be looked at.
@@ -132,6 +137,12 @@ class Session {
   std::uint64_t next_entry_ = 1;
   std::map<std::uint64_t, Entry> entries_;
   std::map<std::uint64_t, std::uint64_t> owner_;  // ticket -> entry
+  bool capturing_ = false;                        // prism_capturing
+  // In a capture: entry -> its tickets the progress thread spent, until the
+  // rank's thread waits for the entry or the next iteration marker (an
+  // entry nobody waits for, such as one DDP's reducer waits for through its
+  // future, is dropped then).
+  std::map<std::uint64_t, std::vector<std::uint64_t>> polled_;
   std::chrono::microseconds poll_{200};
   // The longest one sleep of the progress thread on a quiet time (which may
   // be "until the rank sends"); it then looks again.

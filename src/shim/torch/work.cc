@@ -57,7 +57,9 @@ void PrismWork::complete(const std::string& error) {
 }
 
 void PrismWork::await_completion() {
-  if (!isCompleted()) Session::get().wait(entry_);
+  // Even when the work has completed: in a capture the wait is still said
+  // on the wire (Session::wait returns at once otherwise).
+  Session::get().wait(entry_);
   // When the progress thread took the completion, it finishes the work in
   // a moment, outside the Session's lock.
   std::unique_lock lock(mutex_);
