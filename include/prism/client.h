@@ -161,6 +161,13 @@ PRISM_API prism_status prism_wait_any(prism_client* c, int64_t until_ns,
  * excluded, because the rank did not stop for it. */
 PRISM_API prism_status prism_poll(prism_client* c, uint64_t* ticket) PRISM_NOEXCEPT;
 
+/* prism_poll for the thread that has just entered ops and goes on to
+ * compute: the time the wait takes to send is not counted in the rank's
+ * virtual time, as prism_enter's is not. Its answer (a horizon, or a
+ * completion) arrives as for prism_poll, so a progress thread waiting for
+ * messages wakes for it and need not be woken for the op. */
+PRISM_API prism_status prism_poll_after_enter(prism_client* c, uint64_t* ticket) PRISM_NOEXCEPT;
+
 /* prism_poll without telling the coordinator anything: *ticket is an op
  * that has completed by the rank's current virtual time among the answers
  * that have arrived, then spent, or PRISM_NO_TICKET. Sends nothing, waits

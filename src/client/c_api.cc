@@ -201,6 +201,11 @@ prism_status prism_poll(prism_client* c, uint64_t* ticket) noexcept {
                         [](prism::client::Client& cl) { return cl.poll(); });
 }
 
+prism_status prism_poll_after_enter(prism_client* c, uint64_t* ticket) noexcept {
+  return ticket_or_none(c, ticket, "prism_poll_after_enter",
+                        [](prism::client::Client& cl) { return cl.poll(/*clock_runs=*/false); });
+}
+
 prism_status prism_poll_arrived(prism_client* c, uint64_t* ticket) noexcept {
   return ticket_or_none(c, ticket, "prism_poll_arrived",
                         [](prism::client::Client& cl) { return cl.arrived(); });

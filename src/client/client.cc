@@ -354,7 +354,7 @@ std::optional<std::uint64_t> Client::take_due(std::int64_t at) {
   return first->ticket;
 }
 
-Result<std::optional<std::uint64_t>> Client::poll() {
+Result<std::optional<std::uint64_t>> Client::poll(bool clock_runs) {
   const std::int64_t at = now();
   if (std::optional<std::uint64_t> t = take_due(at)) return t;
   // Before the quiet time nothing can complete, and the coordinator does
@@ -366,7 +366,7 @@ Result<std::optional<std::uint64_t>> Client::poll() {
     // The rank's bound: it sends nothing before `at`. A wait until its own
     // `at` ends then: the rank need not block for its horizon.
     const std::uint32_t id = next_wait_++;
-    keep_clock_ = true;
+    keep_clock_ = clock_runs;
     const Status sent = send(wire::Wait{id, wire::kAnyOp, answers_seen_, at, at});
     keep_clock_ = false;
     PRISM_RETURN_IF_ERROR(sent);

@@ -93,7 +93,9 @@ class Client {
   // out of the client until every other live rank's clock reached this
   // one's, and that real time would count as the rank's compute. The time
   // the poll takes (sending) stays in virtual time: the rank did not stop.
-  Result<std::optional<std::uint64_t>> poll();
+  // `clock_runs` false: the caller is the thread that would compute, and
+  // the send is taken out of virtual time as any other of its messages.
+  Result<std::optional<std::uint64_t>> poll(bool clock_runs = true);
   // Real time from now before a poll() can find anything: the coordinator's
   // last horizon for a poll said that, while the rank sends nothing, none of
   // its ops completes before a later virtual time (wire::Horizon::

@@ -129,8 +129,18 @@ std::uint64_t Session::enter(std::span<const prism_op> ops, const std::string& w
   ++entered_;  // ends a quiet wait of the progress thread
   for (std::uint64_t t : entry.tickets) owner_[t] = id;
   entries_.emplace(id, std::move(entry));
+  // The first poll, from here: its answer (a horizon, or a completion) is
+  // what wakes the progress thread, which need not wake for the op itself.
+  std::uint64_t ticket = PRISM_NO_TICKET;
+  std::vector<Ready> ready;
+  if (prism_poll_after_enter(client_, &ticket) != PRISM_OK) {
+    ready = fail_all_locked(prism_last_error(client_));
+  } else if (ticket != PRISM_NO_TICKET) {
+    ready = spend_locked(ticket, true);
+  }
   lock.unlock();
-  work_cv_.notify_one();
+  work_cv_.notify_one();  // only a thread asleep on a quiet time waits here
+  run(ready);
   return id;
 }
 
@@ -214,60 +224,60 @@ void Session::run(std::vector<Ready>& ready) {
 // coordinator waits for the other live ranks' clocks (that real time would
 // count as this rank's).
 //
-// When the coordinator says nothing can complete for a while (the other
-// ranks virtual, the op long), the thread sleeps until then instead of
+// The thread waits for the coordinator's messages even when no op is
+// outstanding (looking again every kIdleWait): enter() polls once itself,
+// and the answer wakes the thread, so entering an op costs it one wake-up,
+// not two. When the coordinator says nothing can complete for a while (the
+// other ranks virtual, the op long), the thread sleeps until then instead of
 // polling, or until the main thread enters an op (which may complete
-// sooner): polls on the rank's own core are what an op in flight cost its
-// compute (docs/torch-backend.md, "The progress thread").
+// sooner): polls and wake-ups on the rank's own core are what an op in
+// flight costs its compute (docs/torch-backend.md, "The progress thread").
 void Session::progress_loop() {
   using Clock = std::chrono::steady_clock;
   std::unique_lock lock(mu_);
+  Clock::time_point next = Clock::now();  // when the next poll is due
   for (;;) {
-    work_cv_.wait(lock, [this] { return stop_ || !owner_.empty(); });
     if (stop_) return;
-    // A poll tells the coordinator this rank's clock, then answers are
-    // taken as they arrive until the next poll is due, poll_ later (or at
-    // the quiet time the coordinator gave).
-    Clock::time_point next;
-    bool report = true;
-    for (;;) {
-      std::uint64_t ticket = PRISM_NO_TICKET;
-      const prism_status s =
-          report ? prism_poll(client_, &ticket) : prism_poll_arrived(client_, &ticket);
-      if (report) next = Clock::now() + poll_;
-      report = false;
-      const std::int64_t quiet_us = s == PRISM_OK ? prism_poll_quiet_us(client_) : 0;
-      const bool quiet = quiet_us > 0;  // implies s == PRISM_OK: nothing failed
-      if (quiet) {
-        const std::chrono::microseconds most = kMaxQuiet;
-        next = std::max(next, Clock::now() + std::min(std::chrono::microseconds(quiet_us), most));
-      }
-      std::vector<Ready> ready;
-      if (s != PRISM_OK) {
-        ready = fail_all_locked(prism_last_error(client_));
-      } else if (ticket != PRISM_NO_TICKET) {
-        ready = spend_locked(ticket, true);
-      }
-      if (quiet && ticket == PRISM_NO_TICKET) {
-        // No message is due before the quiet time: wait on the main thread.
-        const std::uint64_t entered = entered_;
-        work_cv_.wait_until(lock, next,
-                            [&] { return stop_ || owner_.empty() || entered_ != entered; });
-        if (stop_) return;
-        if (owner_.empty()) break;
-        report = true;
-        continue;
-      }
-      prism_client* const c = client_;  // closed only after this thread ends
+    if (!broken_.empty()) {  // nothing left to watch
+      work_cv_.wait(lock, [this] { return stop_; });
+      return;
+    }
+    const bool outstanding = !owner_.empty();
+    const bool due = outstanding && Clock::now() >= next;
+    std::uint64_t ticket = PRISM_NO_TICKET;
+    const prism_status s =
+        due ? prism_poll(client_, &ticket) : prism_poll_arrived(client_, &ticket);
+    if (due) next = Clock::now() + poll_;
+    const std::int64_t quiet_us = s == PRISM_OK && outstanding ? prism_poll_quiet_us(client_) : 0;
+    if (quiet_us > 0) {
+      const std::chrono::microseconds most = kMaxQuiet;
+      next = std::max(next, Clock::now() + std::min(std::chrono::microseconds(quiet_us), most));
+    }
+    std::vector<Ready> ready;
+    if (s != PRISM_OK) {
+      ready = fail_all_locked(prism_last_error(client_));
+    } else if (ticket != PRISM_NO_TICKET) {
+      ready = spend_locked(ticket, true);
+    }
+    if (ticket != PRISM_NO_TICKET || !ready.empty()) {
       lock.unlock();
       run(ready);
-      // A completion may have others right behind it.
-      bool again = ticket != PRISM_NO_TICKET;
-      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(next - Clock::now());
-      if (!again && left.count() > 0) again = prism_wait_message(c, left.count()) != 0;
       lock.lock();
-      if (!again || stop_ || owner_.empty()) break;
+      continue;  // a completion may have others right behind it
     }
+    if (quiet_us > 0) {
+      // No message is due before the quiet time: wait on the main thread.
+      const std::uint64_t entered = entered_;
+      work_cv_.wait_until(lock, next, [&] { return stop_ || entered_ != entered; });
+      if (entered_ != entered) next = Clock::now();  // the new op may complete sooner
+      continue;
+    }
+    prism_client* const c = client_;  // closed only after this thread ends
+    const Clock::time_point until = outstanding ? next : Clock::now() + kIdleWait;
+    lock.unlock();
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
+    if (left.count() > 0) prism_wait_message(c, left.count());
+    lock.lock();
   }
 }
 

@@ -147,6 +147,9 @@ class Session {
   // The longest one sleep of the progress thread on a quiet time (which may
   // be "until the rank sends"); it then looks again.
   static constexpr std::chrono::milliseconds kMaxQuiet{1000};
+  // How long the progress thread waits for a message with no op
+  // outstanding before it looks again (for stop_, say).
+  static constexpr std::chrono::milliseconds kIdleWait{20};
   std::uint64_t entered_ = 0;  // entries made: wakes a quiet progress thread
   bool stop_ = false;
   std::unique_ptr<std::thread> progress_;
