@@ -72,6 +72,11 @@ Result<KinetoTrace> parse_kineto_trace(std::string_view text, const std::string&
   return convert(t, options);
 }
 
+Result<KinetoTrace> kineto_trace_of(const kineto::ParsedTrace& trace,
+                                    const KinetoTraceOptions& options) {
+  return convert(trace, options);
+}
+
 Result<KinetoTrace> load_kineto_trace(const std::filesystem::path& path,
                                       const KinetoTraceOptions& options) {
   PRISM_ASSIGN_OR_RETURN(const std::string text, read_file(path.string()));

@@ -315,21 +315,23 @@ Status Calibrator::finish(const KernelCalibrationOptions& options, KernelCalibra
   return Status::ok();
 }
 
-// `text_of(i)` reads the i-th of `names`, one trace in memory at a time.
-template <typename TextOf>
-Result<KernelCalibration> calibrate(const std::vector<std::string>& names, TextOf text_of,
+// `with_trace(i, use)` calls `use` with the i-th of `n` traces, parsed (one
+// in memory at a time when it reads them).
+template <typename WithTrace>
+Result<KernelCalibration> calibrate(std::size_t n, WithTrace with_trace,
                                     const KernelCalibrationOptions& options) {
-  if (names.empty()) return Status::invalid_argument("no trace given");
+  if (n == 0) return Status::invalid_argument("no trace given");
   const std::string date = options.date.empty() ? today_utc() : options.date;
   if (!is_date(date))
     return Status::invalid_argument(fmt::format("date '{}' is not YYYY-MM-DD", date));
   Calibrator cal;
   std::string sources;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    PRISM_ASSIGN_OR_RETURN(const std::string text, text_of(i));
-    PRISM_ASSIGN_OR_RETURN(const ParsedTrace t, kineto::parse_trace(text, names[i]));
-    PRISM_RETURN_IF_ERROR(cal.add(t));
-    sources += (sources.empty() ? "" : "+") + source_name(names[i]);
+  for (std::size_t i = 0; i < n; ++i) {
+    PRISM_RETURN_IF_ERROR(with_trace(i, [&](const ParsedTrace& t) {
+      PRISM_RETURN_IF_ERROR(cal.add(t));
+      sources += (sources.empty() ? "" : "+") + source_name(t.source);
+      return Status::ok();
+    }));
   }
   KernelCalibration c;
   PRISM_RETURN_IF_ERROR(cal.finish(options, &c));
@@ -337,23 +339,41 @@ Result<KernelCalibration> calibrate(const std::vector<std::string>& names, TextO
   return c;
 }
 
+// `use` with the trace `text`, named `name`, parsed.
+template <typename Use>
+Status with_parsed(const std::string& text, const std::string& name, Use use) {
+  PRISM_ASSIGN_OR_RETURN(const ParsedTrace t, kineto::parse_trace(text, name));
+  return use(t);
+}
+
 }  // namespace
 
 Result<KernelCalibration> calibrate_kernels(
     const std::vector<std::pair<std::string, std::string>>& traces,
     const KernelCalibrationOptions& options) {
-  std::vector<std::string> names;
-  for (const auto& [name, text] : traces) names.push_back(name);
   return calibrate(
-      names, [&](std::size_t i) -> Result<std::string> { return traces[i].second; }, options);
+      traces.size(),
+      [&](std::size_t i, auto use) { return with_parsed(traces[i].second, traces[i].first, use); },
+      options);
 }
 
 Result<KernelCalibration> calibrate_kernels_from_files(
     const std::vector<std::filesystem::path>& files, const KernelCalibrationOptions& options) {
-  std::vector<std::string> names;
-  for (const std::filesystem::path& f : files) names.push_back(f.string());
   return calibrate(
-      names, [&](std::size_t i) { return read_file(names[i]); }, options);
+      files.size(),
+      [&](std::size_t i, auto use) -> Status {
+        const std::string name = files[i].string();
+        PRISM_ASSIGN_OR_RETURN(const std::string text, read_file(name));
+        return with_parsed(text, name, use);
+      },
+      options);
+}
+
+Result<KernelCalibration> calibrate_parsed_kernels(
+    const std::vector<const kineto::ParsedTrace*>& traces,
+    const KernelCalibrationOptions& options) {
+  return calibrate(
+      traces.size(), [&](std::size_t i, auto use) { return use(*traces[i]); }, options);
 }
 
 std::string kernel_db_csv(const KernelCalibration& c) {

@@ -27,6 +27,9 @@
 #include "util/status.h"
 
 namespace prism {
+namespace kineto {
+struct ParsedTrace;
+}
 
 struct KernelCalibrationOptions {
   // The database GPU (a preset name) when the traces carry no
@@ -72,6 +75,10 @@ Result<KernelCalibration> calibrate_kernels(
 // The same from files.
 Result<KernelCalibration> calibrate_kernels_from_files(
     const std::vector<std::filesystem::path>& files, const KernelCalibrationOptions& options);
+// The same from traces parsed already (kineto/trace_events.h), named by
+// their sources.
+Result<KernelCalibration> calibrate_parsed_kernels(
+    const std::vector<const kineto::ParsedTrace*>& traces, const KernelCalibrationOptions& options);
 
 // The kernel-db CSV (docs/compute.md): gpu,signature,us,source,count, one row
 // per signature in signature order, `us` with three decimals (whole ns).

@@ -25,6 +25,9 @@
 #include "util/status.h"
 
 namespace prism {
+namespace kineto {
+struct ParsedTrace;
+}
 
 struct KinetoTraceOptions {
   // The rank and world size of the trace; unset: its distributedInfo's, or
@@ -66,6 +69,10 @@ Result<KinetoTrace> parse_kineto_trace(std::string_view text, const std::string&
 // The same from a file.
 Result<KinetoTrace> load_kineto_trace(const std::filesystem::path& path,
                                       const KinetoTraceOptions& options = {});
+// The same from a trace parsed already (kineto/trace_events.h), which the
+// kernel calibration can read too: one parse for both.
+Result<KinetoTrace> kineto_trace_of(const kineto::ParsedTrace& trace,
+                                    const KinetoTraceOptions& options = {});
 
 struct KinetoImportOptions {
   std::string name = "kineto";  // the graph's

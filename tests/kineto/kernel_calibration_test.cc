@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "compute/kernel_db.h"
+#include "kineto/kineto.h"
+#include "kineto/trace_events.h"
 #include "kineto_test_util.h"
 #include "util/file.h"
 
@@ -119,6 +121,36 @@ TEST(KernelCalibrationTest, TwoTracesPoolTheirOpsAndNameBothInTheSource) {
   EXPECT_EQ(r.value().source, "kineto one.json+two_x.json 2026-11-27");
   EXPECT_EQ(r.value().kernels.front().count, 4);  // attn_bwd: 2 per trace
   EXPECT_EQ(r.value().kernels.front().median_ns, 117600);
+}
+
+// A trace parsed once gives the same calibration, and the same program,
+// as the text each parses itself.
+TEST(KernelCalibrationTest, AParsedTraceGivesWhatItsTextGives) {
+  Result<std::string> text = read_file(fixture("gpu_step.json"));
+  ASSERT_TRUE(text.is_ok());
+  Result<kineto::ParsedTrace> parsed = kineto::parse_trace(text.value(), "dir/gpu_step.json");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().message();
+  Result<KernelCalibration> r = calibrate_parsed_kernels({&parsed.value()}, dated());
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(kernel_db_csv(r.value()), kExpectedCsv);
+  EXPECT_EQ(error_of(calibrate_parsed_kernels({}, dated())), "no trace given");
+  // A rank's program from another trace (this one's NCCL kernel has no
+  // collective metadata).
+  Result<std::string> rank0 = read_file(fixture("gpu_rank0.json"));
+  ASSERT_TRUE(rank0.is_ok());
+  Result<kineto::ParsedTrace> parsed0 = kineto::parse_trace(rank0.value(), "gpu_rank0.json");
+  ASSERT_TRUE(parsed0.is_ok()) << parsed0.status().message();
+  Result<KinetoTrace> from_parsed = kineto_trace_of(parsed0.value());
+  Result<KinetoTrace> from_text = parse_kineto_trace(rank0.value(), "gpu_rank0.json");
+  ASSERT_TRUE(from_parsed.is_ok()) << from_parsed.status().message();
+  ASSERT_TRUE(from_text.is_ok()) << from_text.status().message();
+  EXPECT_EQ(from_parsed.value().program.role.ops.size(), from_text.value().program.role.ops.size());
+  EXPECT_EQ(from_parsed.value().summary.compute_ops, from_text.value().summary.compute_ops);
+  EXPECT_EQ(from_parsed.value().summary.collectives, from_text.value().summary.collectives);
+  EXPECT_GT(from_parsed.value().summary.collectives, 0);
+  // The same error, too.
+  EXPECT_EQ(kineto_trace_of(parsed.value()).status().message(),
+            parse_kineto_trace(text.value(), "dir/gpu_step.json").status().message());
 }
 
 // One aten::mm with `dims` ([[m,k],[k,n]]) launching one kernel of `us`.
