@@ -51,6 +51,19 @@ const std::string kTwoSteps =
     "{\"type\":\"marker\",\"at\":2400,\"marker\":\"iteration_end\",\"value\":0}," +
     "{\"type\":\"bye\",\"at\":2500,\"exit_code\":0}";
 
+// Op -> when the first host op that depends on it starts (the host's
+// compute ops run back to back from 0).
+std::map<std::int32_t, std::int64_t> first_waited_at(const Role& role) {
+  std::map<std::int32_t, std::int64_t> at;
+  std::int64_t start = 0;
+  for (const Op& o : role.ops) {
+    if (o.kind != OpKind::kCompute) continue;
+    for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d) at.try_emplace(role.deps[d], start);
+    start += o.duration.ns;
+  }
+  return at;
+}
+
 TEST(CaptureGraphTest, OneRoleForEveryRankWithTheWorldAsDataParallelSlot) {
   Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(kTwoSteps), "cap");
   ASSERT_TRUE(g.is_ok()) << g.status().message();
@@ -137,18 +150,12 @@ TEST(CaptureGraphTest, APolledReceiveIsWaitedForAtOnceAPolledAllReduceAtTheMarke
   Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(events), "cap");
   ASSERT_TRUE(g.is_ok()) << g.status().message();
   const Role& role = g.value().roles[0];
-  // When the host op that first depends on each op starts.
-  std::map<std::int32_t, std::int64_t> waited_at;
-  std::int64_t start = 0;
+  const std::map<std::int32_t, std::int64_t> waited_at = first_waited_at(role);
   std::int32_t recv = -1, all_reduce = -1;
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(role.ops.size()); ++i) {
-    const Op& o = role.ops[static_cast<std::size_t>(i)];
-    if (o.kind == OpKind::kRecv) recv = i;
-    if (o.kind == OpKind::kCollective) all_reduce = i;
-    if (o.kind != OpKind::kCompute) continue;
-    for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d)
-      waited_at.try_emplace(role.deps[d], start);
-    start += o.duration.ns;
+    const OpKind kind = role.ops[static_cast<std::size_t>(i)].kind;
+    if (kind == OpKind::kRecv) recv = i;
+    if (kind == OpKind::kCollective) all_reduce = i;
   }
   ASSERT_GE(recv, 0);
   ASSERT_GE(all_reduce, 0);
@@ -169,16 +176,10 @@ TEST(CaptureGraphTest, AnOpNobodyWaitedForIsDoneByTheNextMarker) {
   Result<ExecutionGraph> g = graph_from_capture(program_job(), capture(events), "cap");
   ASSERT_TRUE(g.is_ok()) << g.status().message();
   const Role& role = g.value().roles[0];
-  std::map<std::int32_t, std::int64_t> waited_at;
+  const std::map<std::int32_t, std::int64_t> waited_at = first_waited_at(role);
   std::vector<std::int32_t> all_reduces;
-  std::int64_t start = 0;
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(role.ops.size()); ++i) {
-    const Op& o = role.ops[static_cast<std::size_t>(i)];
-    if (o.kind == OpKind::kCollective) all_reduces.push_back(i);
-    if (o.kind != OpKind::kCompute) continue;
-    for (std::uint32_t d = o.deps_begin; d < o.deps_end; ++d)
-      waited_at.try_emplace(role.deps[d], start);
-    start += o.duration.ns;
+    if (role.ops[static_cast<std::size_t>(i)].kind == OpKind::kCollective) all_reduces.push_back(i);
   }
   ASSERT_EQ(all_reduces.size(), 2u);
   EXPECT_EQ(waited_at.at(all_reduces[0]), 500);  // by the marker
