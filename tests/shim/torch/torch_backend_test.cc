@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -319,6 +320,31 @@ TEST_F(TorchBackendTest, AFutureCompletesAtItsEmulatedTime) {
   ASSERT_NE(at, std::string::npos) << r.output;
   // A poll is 0.2 ms apart; a loaded 2-core machine may add scheduling.
   EXPECT_LT(std::stod(r.output.substr(at + 8)), 20.0) << r.output;
+}
+
+// Under a capture every Work.wait() is on the wire, once, even when the
+// progress thread took the op's answer first; the progress thread's polls
+// send nothing, and a work waited for only through its future is not said.
+TEST_F(TorchBackendTest, UnderACaptureEveryWorkWaitIsOnTheWire) {
+  FakeCoordinator f(torch_fake({.capture = true}));
+  RunResult r;
+  ASSERT_NO_FATAL_FAILURE(run_rank(f, "capture_waits.py", &r));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("CAPTURE_WAITS_DONE"));
+  f.seen_through_bye();
+  std::vector<std::uint32_t> all_reduces, waited;
+  for (const wire::Op& o : f.seen_of<wire::Op>())
+    if (o.code == OpCode::kAllReduce && o.bytes == 16) all_reduces.push_back(o.op_id);
+  ASSERT_EQ(all_reduces.size(), 4u) << r.output;
+  for (const wire::Wait& w : f.seen_of<wire::Wait>()) {
+    EXPECT_NE(w.op_id, wire::kAnyOp) << "a poll's wait under a capture";
+    waited.push_back(w.op_id);
+  }
+  EXPECT_THAT(waited, ::testing::IsSupersetOf({all_reduces[0], all_reduces[2]}));
+  EXPECT_EQ(std::count(waited.begin(), waited.end(), all_reduces[0]), 1);
+  EXPECT_EQ(std::count(waited.begin(), waited.end(), all_reduces[2]), 1);
+  EXPECT_EQ(std::count(waited.begin(), waited.end(), all_reduces[1]), 0);
+  EXPECT_EQ(std::count(waited.begin(), waited.end(), all_reduces[3]), 0);
 }
 
 TEST_F(TorchBackendTest, MissingCoordinatorIsAClearError) {
