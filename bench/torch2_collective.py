@@ -15,6 +15,11 @@ phases, one after the other:
    wait() after it), so the backend's progress thread polls the
    coordinator while the block computes; without it, a blocking all_reduce
    runs between blocks and nothing is outstanding while one computes.
+   With --spin, each all_reduce of this phase is waited for by spinning on
+   work.is_completed() before work.wait(), so the core never idles between
+   blocks: a block after a long wait then starts on a core as warm as
+   one after none (on a VM, a block after a 120 ms sleep ran 20-30% slower,
+   which hides the progress thread's own cost).
 
 Prints one line, `torch2_collective: {json}`: world size, backend, the
 round trips' p50/p90/p99/max in microseconds, and the blocks' median wall
@@ -45,6 +50,7 @@ def main():
     p.add_argument("--matmuls", type=int, default=40)
     p.add_argument("--size", type=int, default=192)
     p.add_argument("--overlap", action="store_true")
+    p.add_argument("--spin", action="store_true")
     args = p.parse_args()
     if args.calls < 1 or args.blocks < 1 or args.matmuls < 1 or args.size < 1:
         raise SystemExit("torch2_collective: --calls, --blocks, --matmuls and --size must be >= 1")
@@ -62,6 +68,12 @@ def main():
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(args.size, args.size, generator=gen)
     b = torch.randn(args.size, args.size, generator=gen)
+    def finish(work):
+        if args.spin:
+            while not work.is_completed():
+                pass
+        work.wait()
+
     walls, cpus = [], []
     for i in range(args.warmup_blocks + args.blocks):
         work = dist.all_reduce(tiny, async_op=True) if args.overlap else None
@@ -72,7 +84,9 @@ def main():
             c.mul_(0.05)  # keep the values finite
         wall, cpu = time.perf_counter() - start, time.thread_time() - cpu
         if work is not None:
-            work.wait()
+            finish(work)
+        elif args.spin:
+            finish(dist.all_reduce(tiny, async_op=True))
         else:
             dist.all_reduce(tiny)
         if i >= args.warmup_blocks:
@@ -81,7 +95,7 @@ def main():
 
     result = {
         "world": dist.get_world_size(), "backend": str(dist.get_backend()),
-        "overlap": args.overlap, "calls": len(trips),
+        "overlap": args.overlap, "spin": args.spin, "calls": len(trips),
         "trip_us": {"p50": quantile(trips, 0.5), "p90": quantile(trips, 0.9),
                     "p99": quantile(trips, 0.99), "max": max(trips)},
         "blocks": len(walls), "block_ms": statistics.median(walls),

@@ -25,6 +25,10 @@
 # with one torch thread; the coordinator is left to the scheduler. The
 # emulations capture rank 0 only (--no-verify-roles). COORD_CPU=1 pins
 # `prism emulate` (the coordinator) to core 1, away from the rank's core.
+# After `--`, `--spin` has the program wait for each all_reduce of its
+# compute phase by spinning on is_completed(): spaced and overlap then keep
+# the core busy through the 120 ms, and overlap vs spaced is left with the
+# progress thread's cost, without what a sleep before each block does.
 #
 # Per run the program gives the round trips' p50/p90/p99/max and the
 # blocks' median wall and CPU time. The script prints every run, then the
@@ -35,6 +39,7 @@
 #
 #   bench/torch2_overhead.sh [ROUNDS] [BUILD_DIR] [-- extra torch2_collective.py args]
 #   PYTHON=/work/main/.venv/bin/python bench/torch2_overhead.sh 10
+#   COORD_CPU=1 PYTHON=/work/main/.venv/bin/python bench/torch2_overhead.sh 16 build -- --spin
 set -euo pipefail
 rounds=${1:-5}
 build=${2:-build}
