@@ -36,7 +36,8 @@
 # its Gloo-free backend threads too.) The script prints every pair with the
 # 1-minute load average at its start, then the median, p10, p90 and largest
 # of the paired errors over the pairs clean on both sides and over all
-# pairs.
+# pairs, and where the real rank 0's iterations went on each side (its
+# compute and its waits, from the reports) beside the graph's prediction.
 #
 #   bench/torch2_fidelity.sh [PAIRS] [BUILD_DIR] [-- extra train.py args]
 #   PYTHON=/work/main/.venv/bin/python STEPS=12 WARMUP=2 bench/torch2_fidelity.sh 30
@@ -159,7 +160,11 @@ def figure(side, i):
     else:  # the real rank 0 and every capture the emulated ranks replay
         made = {"r0": reals[0], **{f"c{r}": c for r, c in captures if r != 0 or world > 2}}
     return {"ms": statistics.median(times) * 1e3, "cpu": made, "n": len(times),
-            "load": float(open(f"{out}/{side}{i}.load").read())}
+            "load": float(open(f"{out}/{side}{i}.load").read()),
+            # The report's means over all its iterations, warm-up included.
+            "compute": rank0["compute_s"] * 1e3, "wait": rank0["wait_s"] * 1e3,
+            "mean": rank0["iteration_time_s"] * 1e3,
+            "predicted": report["predicted_iteration_time_s"] * 1e3}
 
 def plain(i):
     steps = [float(ms) for _, ms in re.findall(r"rank 0 stages \[0\] step (\d+): ([0-9.]+) ms",
@@ -217,6 +222,13 @@ for what, keep in (("pairs clean on both sides", True), ("all pairs", False)):
           f"largest |error| {max(errors, key=abs):+.2f}%; medians all-real "
           f"{statistics.median(r['real']['ms'] for r in sel):.2f} ms, hybrid "
           f"{statistics.median(r['hybrid']['ms'] for r in sel):.2f} ms")
+    # Where the difference lies: the real rank 0's compute and its waits.
+    med = lambda side, k: statistics.median(r[side][k] for r in sel)
+    print(f"{what}: rank 0 an iteration (the reports' means, warm-up included; medians over "
+          f"pairs): all-real {med('real', 'mean'):.2f} ms (compute {med('real', 'compute'):.2f}, "
+          f"wait {med('real', 'wait'):.2f}); hybrid {med('hybrid', 'mean'):.2f} ms (compute "
+          f"{med('hybrid', 'compute'):.2f}, wait {med('hybrid', 'wait'):.2f}); the replay "
+          f"without real ranks predicts {med('hybrid', 'predicted'):.2f} ms")
     if gloo:
         for side in ("real", "hybrid"):
             sel = [r for r in rows if (r[side]["clean"] and r["gloo"]["clean"]) or not keep]
