@@ -13,8 +13,9 @@
 #             the captures of their roles.
 # Both capture the roles first, CAPTURE_JOBS (2) side by side, as the slices
 # experiment's better side did (bench/slices_fidelity.sh). Every process of
-# rank r (capture or real) runs on core r and has one torch thread
-# (bench/cpu_time.py pins it and records its CPU). Odd pairs run all-real
+# rank r (capture or real) runs on the r-th physical core (one hardware thread
+# of each core first: bench/cpu_time.py pins it and records its CPU) and has
+# one torch thread. Odd pairs run all-real
 # first, even pairs hybrid first. GLOO=1 adds a third run to each pair,
 # last: every rank real on plain Gloo, no PrismLLM (as
 # bench/slices_fidelity_real.sh), rank 0's figure the median of the step
@@ -88,6 +89,11 @@ run() { # side pair
   }
   echo "$start $EPOCHREALTIME" >"$out/$side$pair.wall"
 }
+# Which CPUs the ranks get (one thread of each physical core first), and a
+# warning where the world needs more physical cores than the host has.
+"$py" -S -E bench/cpu_time.py --cores | sed 's/^/host: /' >&2
+physical=$("$py" -S -E bench/cpu_time.py --cores | sed -E 's/.* on ([0-9]+) physical.*/\1/')
+((world < physical)) || echo "warning: $world ranks and the coordinator on $physical physical cores: the all-real side shares cores" >&2
 # DEADLINE_S: start no pair past that many seconds from now; the figures are
 # then over the pairs that ran (the summary says how many), so a host lent
 # for a fixed time still gives them.
@@ -164,7 +170,11 @@ def figure(side, i):
             # The report's means over all its iterations, warm-up included.
             "compute": rank0["compute_s"] * 1e3, "wait": rank0["wait_s"] * 1e3,
             "mean": rank0["iteration_time_s"] * 1e3,
-            "predicted": report["predicted_iteration_time_s"] * 1e3}
+            "predicted": report["predicted_iteration_time_s"] * 1e3,
+            # Every real rank's means: (compute, wait, the replay's prediction for it).
+            "ranks": {r["rank"]: (r["compute_s"] * 1e3, r["wait_s"] * 1e3,
+                                  r["predicted_iteration_time_s"] * 1e3)
+                      for r in report["real_ranks"]}}
 
 def plain(i):
     steps = [float(ms) for _, ms in re.findall(r"rank 0 stages \[0\] step (\d+): ([0-9.]+) ms",
@@ -229,6 +239,12 @@ for what, keep in (("pairs clean on both sides", True), ("all pairs", False)):
           f"wait {med('real', 'wait'):.2f}); hybrid {med('hybrid', 'mean'):.2f} ms (compute "
           f"{med('hybrid', 'compute'):.2f}, wait {med('hybrid', 'wait'):.2f}); the replay "
           f"without real ranks predicts {med('hybrid', 'predicted'):.2f} ms")
+    if world > 1:  # every rank of the all-real side: which ones computed or waited more
+        per = lambda k, i: statistics.median(r["real"]["ranks"][k][i] for r in sel)
+        print(f"{what}: all-real, each rank's compute/wait (ms, medians over pairs; the replay "
+              f"without real ranks predicts {med('real', 'predicted'):.2f} ms): "
+              + ", ".join(f"r{k} {per(k, 0):.2f}/{per(k, 1):.2f}"
+                          for k in sorted(rows[0]["real"]["ranks"])))
     if gloo:
         for side in ("real", "hybrid"):
             sel = [r for r in rows if (r[side]["clean"] and r["gloo"]["clean"]) or not keep]

@@ -3,6 +3,7 @@ its shape parsing and refusals, the nvidia-smi sampler against a stand-in
 nvidia-smi, the refusal on a host without CUDA; and bench/cpu_time.py, which
 pins a rank and records its CPU for bench/torch2_fidelity.sh."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -101,6 +102,13 @@ class SamplerTest(unittest.TestCase):
             os.environ["PATH"] = old
 
 
+def load_cpu_time():
+    spec = importlib.util.spec_from_file_location("cpu_time", CPU_TIME)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class CpuTimeTest(unittest.TestCase):
     def run_it(self, *command, core="0"):
         with tempfile.TemporaryDirectory() as d:
@@ -115,7 +123,7 @@ class CpuTimeTest(unittest.TestCase):
                "print(sorted(os.sched_getaffinity(0)))"
         r, text = self.run_it(sys.executable, "-c", burn, core="1")
         self.assertEqual(r.returncode, 0, r.stderr)
-        cores = sorted(os.sched_getaffinity(0))
+        cores, _ = load_cpu_time().cpu_order(os.sched_getaffinity(0))
         self.assertEqual(r.stdout.strip(), str([cores[1 % len(cores)]]))
         self.assertRegex(text, r"^rank 3 cpu [0-9.]+ [0-9.]+ wall [0-9.]+\n$")
         user, system = float(text.split()[3]), float(text.split()[4])
@@ -127,6 +135,27 @@ class CpuTimeTest(unittest.TestCase):
         self.assertTrue(text.startswith("rank 3 cpu "))
         r, _ = self.run_it(sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
         self.assertEqual(r.returncode, 128 + 15)
+
+    def test_one_thread_of_each_core_first(self):
+        cpu_time = load_cpu_time()
+        with tempfile.TemporaryDirectory() as d:
+            def host(cores):  # cores[cpu] = (package, core)
+                for cpu, (package, core) in enumerate(cores):
+                    topo = os.path.join(d, f"cpu{cpu}", "topology")
+                    os.makedirs(topo, exist_ok=True)
+                    open(os.path.join(topo, "physical_package_id"), "w").write(f"{package}\n")
+                    open(os.path.join(topo, "core_id"), "w").write(f"{core}\n")
+            # Siblings numbered side by side: 0/1 one core, 2/3 the next.
+            host([(0, 0), (0, 0), (0, 1), (0, 1)])
+            self.assertEqual(cpu_time.cpu_order({0, 1, 2, 3}, d), ([0, 2, 1, 3], 2))
+            # Siblings a half apart (0/2, 1/3), two packages with the same core ids.
+            host([(0, 0), (1, 0), (0, 0), (1, 0)])
+            self.assertEqual(cpu_time.cpu_order({0, 1, 2, 3}, d), ([0, 1, 2, 3], 2))
+            # Only some CPUs allowed; one without topology is a core of its own.
+            self.assertEqual(cpu_time.cpu_order({2, 3, 7}, d), ([2, 3, 7], 3))
+        r = subprocess.run([sys.executable, "-S", "-E", CPU_TIME, "--cores"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^\d+ CPUs on \d+ physical cores; rank r runs on CPU [0-9,]+\[r\]\n$")
 
     def test_usage(self):
         r = subprocess.run([sys.executable, CPU_TIME, "f", "x", "0", "true"], capture_output=True, text=True)
