@@ -37,6 +37,16 @@ constexpr std::array<std::pair<RecomputeMethod, std::string_view>, 3> kRecompute
     {RecomputeMethod::kBlock, "block"},
 }};
 
+constexpr std::array<std::pair<RecomputeModule, std::string_view>, 7> kRecomputeModuleNames{{
+    {RecomputeModule::kCoreAttn, "core_attn"},
+    {RecomputeModule::kMoeAct, "moe_act"},
+    {RecomputeModule::kLayernorm, "layernorm"},
+    {RecomputeModule::kMlaUpProj, "mla_up_proj"},
+    {RecomputeModule::kMlp, "mlp"},
+    {RecomputeModule::kMoe, "moe"},
+    {RecomputeModule::kSharedExperts, "shared_experts"},
+}};
+
 constexpr std::array<std::pair<AttentionBackend, std::string_view>, 5> kAttentionBackendNames{{
     {AttentionBackend::kAuto, "auto"},
     {AttentionBackend::kFlash, "flash"},
@@ -175,6 +185,18 @@ std::string_view to_string(Recompute r) {
 }
 std::string_view to_string(RecomputeMethod m) {
   return internal::enum_name(m, kRecomputeMethodNames);
+}
+std::string_view to_string(RecomputeModule m) {
+  return internal::enum_name(m, kRecomputeModuleNames);
+}
+std::string to_string(RecomputeModules m) {
+  std::string out;
+  for (const auto& [module, name] : kRecomputeModuleNames) {
+    if (!m.has(module)) continue;
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out.empty() ? "none" : out;
 }
 std::string_view to_string(AttentionBackend a) {
   return internal::enum_name(a, kAttentionBackendNames);

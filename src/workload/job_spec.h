@@ -32,6 +32,30 @@ enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
 // recompute_num_layers layers of each chunk and keeps the others'
 // activations. kUnset: not given (full recompute is then uniform, 1 layer).
 enum class RecomputeMethod : std::uint8_t { kUnset, kUniform, kBlock };
+// Megatron-Core's --recompute-modules (TransformerConfig.recompute_modules,
+// 0.13.0): what selective recompute re-runs in the backward. core_attn the
+// core attention (Megatron's default, the only one before 0.13.0); mlp a
+// dense layer's MLP; moe_act the routed experts' activation; layernorm the
+// norms that are modules of their own (in the Transformer Engine layer spec
+// only an MoE layer's pre-MLP norm: the others are fused into the next
+// linear); shared_experts the MoE shared expert; moe the whole MoE layer;
+// mla_up_proj multi-latent attention's up-projections (no MLA here).
+enum class RecomputeModule : std::uint8_t {
+  kCoreAttn,
+  kMoeAct,
+  kLayernorm,
+  kMlaUpProj,
+  kMlp,
+  kMoe,
+  kSharedExperts,
+};
+// A set of them, one bit each.
+struct RecomputeModules {
+  std::uint8_t bits = 1u << static_cast<int>(RecomputeModule::kCoreAttn);
+  bool has(RecomputeModule m) const { return (bits >> static_cast<int>(m)) & 1u; }
+  void add(RecomputeModule m) { bits |= static_cast<std::uint8_t>(1u << static_cast<int>(m)); }
+  bool operator==(const RecomputeModules&) const = default;
+};
 // Megatron's --attention-backend. flash, fused (cuDNN) and auto run a fused
 // flash-style kernel; unfused and local run Megatron's own
 // DotProductAttention: two batched GEMMs around a materialized softmax, as
@@ -62,6 +86,8 @@ std::string_view to_string(Normalization n);
 std::string_view to_string(Precision p);
 std::string_view to_string(Recompute r);
 std::string_view to_string(RecomputeMethod m);
+std::string_view to_string(RecomputeModule m);
+std::string to_string(RecomputeModules m);  // "core_attn, mlp"
 std::string_view to_string(AttentionBackend a);
 std::string_view to_string(Fp8Recipe r);
 std::string_view to_string(CrossEntropyFusionImpl c);
@@ -111,6 +137,10 @@ struct ModelSpec {
 };
 
 struct TrainingSpec {
+  // Selective recompute re-runs module m (its activations are not kept).
+  bool recomputes(RecomputeModule m) const {
+    return recompute == Recompute::kSelective && recompute_modules.has(m);
+  }
   int seq_length = 2048;
   int micro_batch_size = 1;
   int global_batch_size = 0;  // 0: micro_batch_size * dp (one micro-batch per rank)
@@ -118,6 +148,8 @@ struct TrainingSpec {
   Recompute recompute = Recompute::kNone;  // Megatron's --recompute-granularity (none: not given)
   RecomputeMethod recompute_method = RecomputeMethod::kUnset;
   int recompute_num_layers = 0;  // 0: not given (uniform: 1)
+  // With selective recompute: which modules (recomputes() says whether one is).
+  RecomputeModules recompute_modules;
   AttentionBackend attention_backend = AttentionBackend::kAuto;
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;

@@ -368,6 +368,19 @@ Status validate_recompute(const TrainingSpec& t) {
     return fail("training.recompute_num_layers",
                 "must be given with training.recompute_method block (the layers of each model "
                 "chunk that are recomputed)");
+  // Megatron-Core checks recompute_modules only with selective recompute.
+  if (t.recomputes(RecomputeModule::kMlaUpProj))
+    return fail("training.recompute_modules",
+                "mla_up_proj needs multi-latent attention (Megatron-Core: 'mla_up_proj in "
+                "recompute_modules is only supported with multi_latent_attention'), which "
+                "PrismLLM does not model");
+  if (t.precision == Precision::kFp8 && t.fp8_recipe == Fp8Recipe::kDelayed &&
+      (t.recomputes(RecomputeModule::kMoeAct) || t.recomputes(RecomputeModule::kLayernorm)))
+    return fail("training.recompute_modules",
+                "moe_act and layernorm cannot be recomputed under FP8 delayed scaling "
+                "(Megatron-Core: 'Delayed scaling does not support moe_act and layernorm "
+                "recompute for fp8'; Transformer Engine's save_original_input refuses "
+                "DelayedScaling); use training.fp8_recipe tensorwise, or leave them out");
   return Status::ok();
 }
 

@@ -67,6 +67,45 @@ Status read_value(const YAML::Node& n, T* out) {
     // A release as text: YAML would read 2.10 as the number 2.1.
     PRISM_ASSIGN_OR_RETURN(const std::string s, scalar<std::string>(n, "a release number"));
     PRISM_ASSIGN_OR_RETURN(*out, parse_version(s));
+  } else if constexpr (std::is_same_v<T, RecomputeModules>) {
+    // Megatron's --recompute-modules takes several names: a YAML list, or
+    // one string of names split by spaces or commas ("core_attn mlp").
+    std::vector<std::string> names;
+    if (n.IsSequence()) {
+      for (const YAML::Node& item : n) {
+        PRISM_ASSIGN_OR_RETURN(std::string name, scalar<std::string>(item, "a module name"));
+        names.push_back(std::move(name));
+      }
+    } else {
+      PRISM_ASSIGN_OR_RETURN(const std::string text, scalar<std::string>(n, "a list of modules"));
+      std::string name;
+      for (const char ch : text + " ") {
+        if (ch == ' ' || ch == ',') {
+          if (!name.empty()) names.push_back(std::move(name));
+          name.clear();
+        } else {
+          name += ch;
+        }
+      }
+    }
+    constexpr std::array kModules{RecomputeModule::kCoreAttn,     RecomputeModule::kMoeAct,
+                                  RecomputeModule::kLayernorm,    RecomputeModule::kMlaUpProj,
+                                  RecomputeModule::kMlp,          RecomputeModule::kMoe,
+                                  RecomputeModule::kSharedExperts};
+    RecomputeModules set;
+    set.bits = 0;
+    for (const std::string& name : names) {
+      const auto it = std::find_if(kModules.begin(), kModules.end(),
+                                   [&](RecomputeModule m) { return to_string(m) == name; });
+      if (it == kModules.end()) {
+        std::vector<std::string_view> known;
+        for (const RecomputeModule m : kModules) known.push_back(to_string(m));
+        return Status::invalid_argument(fmt::format("unknown module \"{}\" (Megatron-Core's: {})",
+                                                    name, fmt::join(known, ", ")));
+      }
+      set.add(*it);
+    }
+    *out = set;
   } else if constexpr (std::is_same_v<T, double>) {
     PRISM_ASSIGN_OR_RETURN(*out, scalar<double>(n, "a number"));
   } else if constexpr (std::is_enum_v<T>) {
@@ -144,6 +183,7 @@ const std::vector<Field>& fields() {
       field("training", "recompute", &J::training, &T::recompute),
       field("training", "recompute_method", &J::training, &T::recompute_method),
       field("training", "recompute_num_layers", &J::training, &T::recompute_num_layers),
+      field("training", "recompute_modules", &J::training, &T::recompute_modules),
       field("training", "attention_backend", &J::training, &T::attention_backend),
       field("training", "use_distributed_optimizer", &J::training, &T::use_distributed_optimizer),
       field("training", "overlap_grad_reduce", &J::training, &T::overlap_grad_reduce),

@@ -164,8 +164,9 @@ std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims&
       {"qkv_input", saved_gemm_input(x, x.Tsp * x.h)},  // LayerNormLinear's ln_out
       {"qkv", kBf16 * x.T * x.qkv_out},
   };
-  const bool unfused = is_unfused(job.training.attention_backend);
-  if (unfused && job.training.recompute != Recompute::kSelective) {
+  const TrainingSpec& tr = job.training;
+  const bool unfused = is_unfused(tr.attention_backend);
+  if (unfused && !tr.recomputes(RecomputeModule::kCoreAttn)) {
     const std::int64_t scores = x.b * x.hq / x.t * x.s * x.s;  // elements
     t.push_back({"attn_softmax", kBf16 * scores});
     if (x.attention_dropout) {
@@ -186,20 +187,33 @@ std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims&
   if (x.hidden_dropout) t.push_back({"attn_dropout_mask", mask});
   t.push_back({"norm2_input", hidden});
   if (!moe_layer) {
-    t.push_back({"fc1_input", saved_gemm_input(x, x.Tsp * x.h)});
-    t.push_back({"fc1_output", kBf16 * x.T * x.f_out});
-    t.push_back({"act_output", saved_gemm_input(x, x.T * x.f_in)});
+    // Recomputing the MLP keeps only its input (norm2_input): the fused
+    // norm's output, FC1's output and the activation are made again.
+    if (!tr.recomputes(RecomputeModule::kMlp)) {
+      t.push_back({"fc1_input", saved_gemm_input(x, x.Tsp * x.h)});
+      t.push_back({"fc1_output", kBf16 * x.T * x.f_out});
+      t.push_back({"act_output", saved_gemm_input(x, x.T * x.f_in)});
+    }
     if (x.hidden_dropout) t.push_back({"mlp_dropout_mask", mask});
     return t;
   }
-  // The norm's output feeds the router, the permutation and the shared expert.
+  // The norm's output feeds the router, the permutation and the shared
+  // expert; layernorm recompute discards it (CheckpointWithoutOutput) and
+  // makes it again when the MoE block's backward begins.
   const std::int64_t tokens = x.moe_tokens * x.local_experts;  // routed copies at this rank
-  t.push_back({"router_input", hidden});
+  if (!tr.recomputes(RecomputeModule::kLayernorm)) t.push_back({"router_input", hidden});
+  // moe: the checkpointed MoE layer keeps only its input (router_input).
+  if (tr.recomputes(RecomputeModule::kMoe)) {
+    if (x.hidden_dropout) t.push_back({"mlp_dropout_mask", mask});
+    return t;
+  }
   t.push_back({"router_logits", kFp32 * x.Tsp * x.experts});
   t.push_back({"expert_input", saved_gemm_input(x, tokens * x.h)});
   t.push_back({"expert_fc1_output", kBf16 * tokens * x.moe_f_out});
-  t.push_back({"expert_act_output", saved_gemm_input(x, tokens * x.moe_f_in)});
-  if (x.shared_f_in > 0) {
+  // moe_act: the activation's output (FC2's input) is discarded and re-made.
+  if (!tr.recomputes(RecomputeModule::kMoeAct))
+    t.push_back({"expert_act_output", saved_gemm_input(x, tokens * x.moe_f_in)});
+  if (x.shared_f_in > 0 && !tr.recomputes(RecomputeModule::kSharedExperts)) {
     t.push_back({"shared_fc1_output", kBf16 * x.T * x.shared_f_out});
     t.push_back({"shared_act_output", saved_gemm_input(x, x.T * x.shared_f_in)});
   }

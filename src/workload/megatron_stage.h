@@ -272,6 +272,7 @@ class StageBuilder {
   void cp_step_correction(bool backward, int step);
   void cp_out_correction();
   int attention_core(bool backward);
+  void attention_kernels(bool backward);
   void unfused_attention_forward(bool rerun);
   int unfused_attention_backward();
   void attention_forward();
@@ -316,6 +317,7 @@ class StageBuilder {
   }
   int mlp_forward(const MlpShape& m);
   int mlp_backward(const MlpShape& m, int grad_output);
+  void recompute_activation(const MlpShape& m);
   std::vector<int> moe_forward();
   std::vector<int> moe_backward();
   void embedding(bool backward);

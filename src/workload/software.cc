@@ -63,6 +63,11 @@ constexpr std::string_view kUnevenVppSince =
 bool any_cuda_graph(const JobSpec& j) {
   return j.training.enable_cuda_graph || j.training.external_cuda_graph;
 }
+bool fp8_act_or_norm_recompute(const JobSpec& j) {
+  return j.training.precision == Precision::kFp8 &&
+         (j.training.recomputes(RecomputeModule::kMoeAct) ||
+          j.training.recomputes(RecomputeModule::kLayernorm));
+}
 std::string recipe(const JobSpec& j) {
   return std::string(to_string(j.training.fp8_recipe));
 }
@@ -156,6 +161,37 @@ const std::vector<Requirement>& requirements() {
        L::kMegatronCore,
        {0, 11, 0},
        "TransformerConfig.account_for_loss_in_pipeline_split is new in 0.11.0"},
+      {"training.recompute_modules",
+       [](const JobSpec& j) {
+         return j.training.recompute == Recompute::kSelective &&
+                j.training.recompute_modules != RecomputeModules{};
+       },
+       [](const JobSpec& j) { return to_string(j.training.recompute_modules); },
+       L::kMegatronCore,
+       {0, 13, 0},
+       "--recompute-modules is new in 0.13.0 (CHANGELOG: fine-grained recomputation); before it "
+       "selective recompute re-runs the core attention only"},
+      {"training.recompute_modules",
+       [](const JobSpec& j) { return j.training.recomputes(RecomputeModule::kSharedExperts); },
+       text("shared_experts"),
+       L::kMegatronCore,
+       {0, 14, 0},
+       "0.13.0's recompute_modules choices are core_attn, moe_act, layernorm, mla_up_proj, mlp "
+       "and moe"},
+      {"training.recompute_modules",
+       [](const JobSpec& j) { return fp8_act_or_norm_recompute(j); },
+       text("moe_act or layernorm with fp8"),
+       L::kMegatronCore,
+       {0, 14, 0},
+       "FP8 with fine-grained recompute is new in 0.14.0 (MoE README: 'FP8 support for "
+       "Fine-grained Recomputations')"},
+      {"training.recompute_modules",
+       [](const JobSpec& j) { return fp8_act_or_norm_recompute(j); },
+       text("moe_act or layernorm with fp8"),
+       L::kTransformerEngine,
+       {2, 6, 0},
+       "Megatron-Core's TransformerConfig: 'moe_act and layernorm recompute for fp8 needs "
+       "transformer-engine>=2.6.0dev0'"},
       {"training.enable_cuda_graph",
        [](const JobSpec& j) { return j.training.enable_cuda_graph; },
        text("true"),

@@ -629,6 +629,24 @@ INSTANTIATE_TEST_SUITE_P(
                   "software.nemo: \"24.08\" is not a NeMo Framework release PrismLLM knows "
                   "(24.05, 24.07, 24.09, 25.02, 25.02.01, 25.09, 25.11, 26.02, 26.04); give "
                   "software.megatron_core and software.transformer_engine instead"},
+        Rejection{"mla up projection recompute",
+                  [](JobSpec* j) {
+                    j->training.recompute = Recompute::kSelective;
+                    j->training.recompute_modules.add(RecomputeModule::kMlaUpProj);
+                  },
+                  "training.recompute_modules: mla_up_proj needs multi-latent attention "
+                  "(Megatron-Core: 'mla_up_proj in recompute_modules is only supported with "
+                  "multi_latent_attention'), which PrismLLM does not model"},
+        Rejection{"moe_act recompute under delayed scaling",
+                  [](JobSpec* j) {
+                    j->training.precision = Precision::kFp8;
+                    j->training.recompute = Recompute::kSelective;
+                    j->training.recompute_modules.add(RecomputeModule::kMoeAct);
+                  },
+                  "training.recompute_modules: moe_act and layernorm cannot be recomputed under "
+                  "FP8 delayed scaling (Megatron-Core: 'Delayed scaling does not support moe_act "
+                  "and layernorm recompute for fp8'; Transformer Engine's save_original_input "
+                  "refuses DelayedScaling); use training.fp8_recipe tensorwise, or leave them out"},
         Rejection{"amax history of 0",
                   [](JobSpec* j) { j->training.fp8_amax_history_len = 0; },
                   "training.fp8_amax_history_len: must be in [1, 1048576] (got 0)"},

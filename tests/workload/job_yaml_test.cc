@@ -165,7 +165,7 @@ TEST(JobYaml, OverrideErrorsNameTheOverride) {
       error_of(kBase, {"training.speed=3"}),
       "--set training.speed=3: training.speed: unknown field (fields of training: "
       "seq_length, micro_batch_size, global_batch_size, precision, recompute, recompute_method, "
-      "recompute_num_layers, attention_backend, "
+      "recompute_num_layers, recompute_modules, attention_backend, "
       "use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather, bucket_size, "
       "grad_reduce_in_fp32, "
       "fp8_recipe, fp8_amax_history_len, fp8_param_gather, cross_entropy_loss_fusion, "

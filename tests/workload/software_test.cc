@@ -146,6 +146,46 @@ INSTANTIATE_TEST_SUITE_P(Gates, SoftwareRejects,
                                          "(software.nemo 24.05 ships Megatron-Core 0.7.0; "
                                          "ModelParallelConfig.cross_entropy_loss_fusion is new in "
                                          "0.8.0)"},
+                                    Gate{"recompute modules",
+                                         [](JobSpec* j) {
+                                           j->training.recompute = Recompute::kSelective;
+                                           j->training.recompute_modules.add(RecomputeModule::kMlp);
+                                         },
+                                         {"", {0, 12, 0}, {}},
+                                         {"", {0, 13, 0}, {}},
+                                         "training.recompute_modules: core_attn, mlp needs "
+                                         "Megatron-Core 0.13.0 or later "
+                                         "(software.megatron_core is 0.12.0; --recompute-modules "
+                                         "is new in 0.13.0 (CHANGELOG: fine-grained "
+                                         "recomputation); before it selective recompute re-runs "
+                                         "the core attention only)"},
+                                    Gate{"shared experts recompute",
+                                         [](JobSpec* j) {
+                                           j->training.recompute = Recompute::kSelective;
+                                           j->training.recompute_modules.add(
+                                               RecomputeModule::kSharedExperts);
+                                         },
+                                         {"", {0, 13, 0}, {}},
+                                         {"", {0, 14, 0}, {}},
+                                         "training.recompute_modules: shared_experts needs "
+                                         "Megatron-Core 0.14.0 or later "
+                                         "(software.megatron_core is 0.13.0; 0.13.0's "
+                                         "recompute_modules choices are core_attn, moe_act, "
+                                         "layernorm, mla_up_proj, mlp and moe)"},
+                                    Gate{"fp8 layernorm recompute in te",
+                                         [](JobSpec* j) {
+                                           fp8(j, Fp8Recipe::kTensorwise);
+                                           j->training.recompute = Recompute::kSelective;
+                                           j->training.recompute_modules.add(
+                                               RecomputeModule::kLayernorm);
+                                         },
+                                         {"", {0, 14, 0}, {2, 5, 0}},
+                                         {"", {0, 14, 0}, {2, 6, 0}},
+                                         "training.recompute_modules: moe_act or layernorm with "
+                                         "fp8 needs Transformer Engine 2.6 or later "
+                                         "(software.transformer_engine is 2.5; Megatron-Core's "
+                                         "TransformerConfig: 'moe_act and layernorm recompute "
+                                         "for fp8 needs transformer-engine>=2.6.0dev0')"},
                                     Gate{"te cross entropy in megatron-core",
                                          te_cross_entropy,
                                          {"", {0, 11, 0}, {}},
