@@ -91,8 +91,9 @@ run() { # side pair
 }
 # Which CPUs the ranks get (one thread of each physical core first), and a
 # warning where the world needs more physical cores than the host has.
-"$py" -S -E bench/cpu_time.py --cores | sed 's/^/host: /' >&2
-physical=$("$py" -S -E bench/cpu_time.py --cores | sed -E 's/.* on ([0-9]+) physical.*/\1/')
+cores=$("$py" -S -E bench/cpu_time.py --cores)
+echo "host: $cores" >&2
+physical=$(sed -E 's/.* on ([0-9]+) physical.*/\1/' <<<"$cores")
 ((world < physical)) || echo "warning: $world ranks and the coordinator on $physical physical cores: the all-real side shares cores" >&2
 # DEADLINE_S: start no pair past that many seconds from now; the figures are
 # then over the pairs that ran (the summary says how many), so a host lent

@@ -1,8 +1,11 @@
 #include "workload/job_spec.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -197,6 +200,22 @@ std::string to_string(RecomputeModules m) {
     out += name;
   }
   return out.empty() ? "none" : out;
+}
+Result<RecomputeModules> parse_recompute_modules(const std::vector<std::string>& names) {
+  RecomputeModules set;
+  set.bits = 0;
+  for (const std::string& name : names) {
+    const auto it = std::find_if(kRecomputeModuleNames.begin(), kRecomputeModuleNames.end(),
+                                 [&](const auto& entry) { return entry.second == name; });
+    if (it == kRecomputeModuleNames.end()) {
+      std::vector<std::string_view> known;
+      for (const auto& entry : kRecomputeModuleNames) known.push_back(entry.second);
+      return Status::invalid_argument(
+          fmt::format("unknown module \"{}\" (Megatron-Core's: {})", name, fmt::join(known, ", ")));
+    }
+    set.add(it->first);
+  }
+  return set;
 }
 std::string_view to_string(AttentionBackend a) {
   return internal::enum_name(a, kAttentionBackendNames);

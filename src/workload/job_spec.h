@@ -88,6 +88,9 @@ std::string_view to_string(Recompute r);
 std::string_view to_string(RecomputeMethod m);
 std::string_view to_string(RecomputeModule m);
 std::string to_string(RecomputeModules m);  // "core_attn, mlp"
+// The set of Megatron-Core's module names; an unknown name is refused with
+// the list of known ones.
+Result<RecomputeModules> parse_recompute_modules(const std::vector<std::string>& names);
 std::string_view to_string(AttentionBackend a);
 std::string_view to_string(Fp8Recipe r);
 std::string_view to_string(CrossEntropyFusionImpl c);

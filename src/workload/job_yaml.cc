@@ -88,24 +88,7 @@ Status read_value(const YAML::Node& n, T* out) {
         }
       }
     }
-    constexpr std::array kModules{RecomputeModule::kCoreAttn,     RecomputeModule::kMoeAct,
-                                  RecomputeModule::kLayernorm,    RecomputeModule::kMlaUpProj,
-                                  RecomputeModule::kMlp,          RecomputeModule::kMoe,
-                                  RecomputeModule::kSharedExperts};
-    RecomputeModules set;
-    set.bits = 0;
-    for (const std::string& name : names) {
-      const auto it = std::find_if(kModules.begin(), kModules.end(),
-                                   [&](RecomputeModule m) { return to_string(m) == name; });
-      if (it == kModules.end()) {
-        std::vector<std::string_view> known;
-        for (const RecomputeModule m : kModules) known.push_back(to_string(m));
-        return Status::invalid_argument(fmt::format("unknown module \"{}\" (Megatron-Core's: {})",
-                                                    name, fmt::join(known, ", ")));
-      }
-      set.add(*it);
-    }
-    *out = set;
+    PRISM_ASSIGN_OR_RETURN(*out, parse_recompute_modules(names));
   } else if constexpr (std::is_same_v<T, double>) {
     PRISM_ASSIGN_OR_RETURN(*out, scalar<double>(n, "a number"));
   } else if constexpr (std::is_enum_v<T>) {

@@ -35,12 +35,11 @@ int StageBuilder::attention_core(bool backward) {
     // already, so it is not kept twice (Megatron-Core warns that this costs
     // time and saves little with fused attention).
     if (job_.training.recomputes(RecomputeModule::kCoreAttn)) {
-      const Pass pass = pass_;
-      pass_ = Pass::kRecompute;
-      const int rerun = alloc(kBf16 * x_.T * x_.attn_out, tensor_name("attn_out"));
-      attention_kernels(false);
-      free(rerun);
-      pass_ = pass;
+      rerun([&] {
+        const int out = alloc(kBf16 * x_.T * x_.attn_out, tensor_name("attn_out"));
+        attention_kernels(false);
+        free(out);
+      });
     }
     grad_qkv = alloc(kBf16 * x_.T * x_.qkv_out, "grad.qkv");
   } else {

@@ -266,12 +266,11 @@ void StageBuilder::layer_backward(std::string_view grad_input_name) {
     // The checkpointed MLP runs its whole forward again from its input: the
     // fused norm, FC1 (and its SP gather), the activation, FC2 and its TP
     // reduction, whose output nothing reads.
-    const Pass pass = pass_;
-    pass_ = Pass::kRecompute;
-    save("fc1_input");
-    mem("norm_fwd", 2 * hidden);
-    free_transient(mlp_forward(dense_mlp()));
-    pass_ = pass;
+    rerun([&] {
+      save("fc1_input");
+      mem("norm_fwd", 2 * hidden);
+      free_transient(mlp_forward(dense_mlp()));
+    });
   }
   const std::vector<int> mlp_grads =
       x_.moe ? moe_backward() : std::vector<int>{mlp_backward(dense_mlp(), -1)};

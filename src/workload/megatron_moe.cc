@@ -58,25 +58,24 @@ std::vector<int> StageBuilder::moe_forward() {
 std::vector<int> StageBuilder::moe_backward() {
   const std::int64_t routed = kBf16 * x_.Tsp * x_.topk * x_.h;
   const TrainingSpec& tr = job_.training;
-  const Pass pass = pass_;
-  pass_ = Pass::kRecompute;  // what selective recompute makes again is named so
-  // layernorm: the discarded pre-MLP norm output is made again as the
-  // block's backward begins (the hook on the MoE output's gradient).
-  if (tr.recomputes(RecomputeModule::kLayernorm)) {
-    save("router_input");
-    mem("norm_fwd", 2 * kBf16 * x_.Tsp * x_.h);
-  }
-  // moe: the checkpointed MoE layer runs its whole forward again (router,
-  // dispatch, experts, combine, shared expert), which covers moe_act and
-  // shared_experts; its output nothing reads.
   const bool whole = tr.recomputes(RecomputeModule::kMoe);
-  if (whole) {
-    for (const int op : moe_forward()) free_transient(op);
-  } else if (x_.shared_f_in > 0 && tr.recomputes(RecomputeModule::kSharedExperts)) {
-    // shared_experts: the checkpointed shared expert runs its forward again.
-    free_transient(mlp_forward(shared_mlp()));
-  }
-  pass_ = pass;
+  rerun([&] {
+    // layernorm: the discarded pre-MLP norm output is made again as the
+    // block's backward begins (the hook on the MoE output's gradient).
+    if (tr.recomputes(RecomputeModule::kLayernorm)) {
+      save("router_input");
+      mem("norm_fwd", 2 * kBf16 * x_.Tsp * x_.h);
+    }
+    // moe: the checkpointed MoE layer runs its whole forward again (router,
+    // dispatch, experts, combine, shared expert), which covers moe_act and
+    // shared_experts; its output nothing reads.
+    if (whole) {
+      for (const int op : moe_forward()) free_transient(op);
+    } else if (x_.shared_f_in > 0 && tr.recomputes(RecomputeModule::kSharedExperts)) {
+      // shared_experts: the checkpointed shared expert runs its forward again.
+      free_transient(mlp_forward(shared_mlp()));
+    }
+  });
   std::vector<int> grads;
   if (x_.shared_f_in > 0) {
     grads.push_back(mlp_backward(shared_mlp(), -1));
@@ -91,11 +90,8 @@ std::vector<int> StageBuilder::moe_backward() {
     collective(CollectiveKind::kAllGather, kCompute, slots_.etp, routed * x_.etp_gather,
                "etp_all_gather");
   // moe_act: the experts' activation runs again on the kept FC1 output.
-  if (tr.recomputes(RecomputeModule::kMoeAct) && !whole) {
-    pass_ = Pass::kRecompute;
-    recompute_activation(expert_mlp());
-    pass_ = pass;
-  }
+  if (tr.recomputes(RecomputeModule::kMoeAct) && !whole)
+    rerun([&] { recompute_activation(expert_mlp()); });
   const int grad_in = mlp_backward(expert_mlp(), grad_out);
   if (x_.etp_gather > 1)
     collective(CollectiveKind::kReduceScatter, kCompute, slots_.etp, routed * x_.etp_gather,

@@ -318,6 +318,15 @@ class StageBuilder {
   int mlp_forward(const MlpShape& m);
   int mlp_backward(const MlpShape& m, int grad_output);
   void recompute_activation(const MlpShape& m);
+  // Runs `f` as selective recompute's re-run before a backward: what it
+  // allocates is named "recomputed.<tensor>".
+  template <typename F>
+  void rerun(F&& f) {
+    const Pass pass = pass_;
+    pass_ = Pass::kRecompute;
+    f();
+    pass_ = pass;
+  }
   std::vector<int> moe_forward();
   std::vector<int> moe_backward();
   void embedding(bool backward);
