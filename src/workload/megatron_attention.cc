@@ -29,16 +29,15 @@ int StageBuilder::attention_core(bool backward) {
     return unfused_attention_backward();
   }
   int grad_qkv = -1;
+  int remade = -1;
   if (backward) {
     // Checkpointed core attention (selective recompute, core_attn) runs its
-    // forward again first; its output is the projection's saved input
-    // already, so it is not kept twice (Megatron-Core warns that this costs
-    // time and saves little with fused attention).
+    // forward again first and its backward reads that output (Megatron-Core
+    // warns that this costs time and saves little with fused attention).
     if (job_.training.recomputes(RecomputeModule::kCoreAttn)) {
       rerun([&] {
-        const int out = alloc(kBf16 * x_.T * x_.attn_out, tensor_name("attn_out"));
+        remade = alloc(kBf16 * x_.T * x_.attn_out, tensor_name("attn_out"));
         attention_kernels(false);
-        free(out);
       });
     }
     grad_qkv = alloc(kBf16 * x_.T * x_.qkv_out, "grad.qkv");
@@ -47,7 +46,10 @@ int StageBuilder::attention_core(bool backward) {
   }
   attention_kernels(backward);
   if (backward) {
-    release("attn_out");  // flash attention's backward reads its output
+    if (remade >= 0) free(remade);
+    // The output the forward kept for this backward (in bf16 under selective
+    // recompute, the projection's saved input).
+    if (holds("attn_out")) release("attn_out");
     release("qkv");
   }
   return grad_qkv;

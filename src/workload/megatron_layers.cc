@@ -180,6 +180,11 @@ void StageBuilder::attention_forward() {
     free(unfused_context_);
     unfused_context_ = -1;
   }
+  // Under FP8 a checkpointed flash core's output has no reader left once the
+  // projection has quantized it.
+  if (pass_ == Pass::kForward && job_.training.recompute == Recompute::kSelective &&
+      holds("attn_out") && !is_kept("attn_out"))
+    release("attn_out");
   if (!x_.ub_rs) {
     tp_output_fwd();
     if (x_.sp) {

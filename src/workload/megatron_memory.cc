@@ -34,6 +34,10 @@ bool StageBuilder::is_kept(std::string_view tensor) const {
   return find(*keeping_, tensor) != nullptr;
 }
 
+bool StageBuilder::holds(std::string_view tensor) const {
+  return layer_.find(tensor) != layer_.end();
+}
+
 const std::vector<ActivationTensor>& StageBuilder::kept_by(int chunk, int layer) const {
   const LayerRecompute r = layer_recompute(job_.training, layer, chunk_layers_[chunk]);
   if (job_.training.recompute != Recompute::kFull) return kept_;

@@ -153,7 +153,8 @@ LayerParams layer_params(const JobSpec& job, const Dims& x) {
 // re-runs them. Dropout masks (1 B per element) exist only when their
 // dropout is > 0. Under FP8 each TE linear keeps its own quantized input
 // instead of the bf16 one (saved_gemm_input); flash attention still keeps
-// its bf16 output, which the projection quantizes again for itself.
+// its bf16 output, which the projection quantizes again for itself, unless
+// selective recompute checkpoints it.
 std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims& x,
                                                  bool moe_layer) {
   const std::int64_t hidden = kBf16 * x.Tsp * x.h;  // one sequence-sharded hidden state
@@ -176,12 +177,15 @@ std::vector<ActivationTensor> activation_tensors(const JobSpec& job, const Dims&
   }
   // The projection's input: kept by flash attention (its backward reads its
   // output) and by the projection, in bf16 one tensor; under FP8 the
-  // projection keeps its quantized copy besides (the unfused core keeps none).
+  // projection keeps its quantized copy besides (the unfused core keeps none,
+  // nor does a checkpointed flash core: selective recompute runs it without
+  // autograd and makes its output again before its backward).
   const std::int64_t attn_out = x.T * x.attn_out;
   if (!x.fp8) {
     t.push_back({"attn_out", kBf16 * attn_out});
   } else {
-    if (!unfused) t.push_back({"attn_out", kBf16 * attn_out});
+    if (!unfused && !tr.recomputes(RecomputeModule::kCoreAttn))
+      t.push_back({"attn_out", kBf16 * attn_out});
     t.push_back({"attn_out_fp8", saved_gemm_input(x, attn_out)});
   }
   if (x.hidden_dropout) t.push_back({"attn_dropout_mask", mask});

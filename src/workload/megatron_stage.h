@@ -240,6 +240,8 @@ class StageBuilder {
     if (alloc_op >= 0) free(alloc_op);
   }
   bool is_kept(std::string_view tensor) const;
+  // Whether this layer's forward holds `tensor` now.
+  bool holds(std::string_view tensor) const;
   // What layer `layer` of `chunk` keeps for its backward: the job's list, or
   // under full recompute its input (the first layer of a recompute group),
   // nothing (the group's others) or everything (block's other layers).

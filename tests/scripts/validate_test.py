@@ -74,10 +74,15 @@ class RealRowsTest(unittest.TestCase):
                 with self.subTest(id=r["id"]):
                     self.assertTrue(r["source_url"].startswith("https://"), r["source_url"])
                     self.assertTrue(r["release"])
-                    # The step time is the one the throughput gives.
-                    step = float(r["gbs"]) * float(r["seq"]) / (
-                        float(r["tokens_per_s_per_gpu"]) * float(r["gpus"]))
-                    self.assertAlmostEqual(float(r["step_time_s"]), step, places=3)
+                    # Step time and throughput agree: the step the published
+                    # throughput gives (NeMo, Megatron-Bridge tables), or the
+                    # published step's throughput rounded to a token (DGXC).
+                    samples = float(r["gbs"]) * float(r["seq"]) / float(r["gpus"])
+                    tokens = float(r["tokens_per_s_per_gpu"])
+                    step = float(r["step_time_s"])
+                    self.assertTrue(abs(step - samples / tokens) < 5e-4 or
+                                    abs(tokens - samples / step) <= 0.5,
+                                    "%s s against %s tokens/s/GPU" % (step, tokens))
 
 
 class FakePrismTest(unittest.TestCase):

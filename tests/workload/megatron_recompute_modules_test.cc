@@ -39,12 +39,16 @@ std::int64_t tensor_bytes(const JobSpec& job, bool moe, const std::vector<std::s
   return sum;
 }
 
+// A dense job of 4 layers, tp 2 with sequence parallelism, 4 micro-batches;
+// the training section is left open for the case's fields.
+std::string dense_base() {
+  return "model: {num_layers: 4, hidden_size: 512, num_attention_heads: 8, vocab_size: 5000}\n"
+         "parallelism: {tensor_model_parallel_size: 2, sequence_parallel: true}\n" +
+         cluster(2) + "training: {seq_length: 512, global_batch_size: 4, ";
+}
+
 TEST(MegatronRecomputeModules, DenseCoreAttentionAndMlp) {
-  // 4 layers, tp 2 with sequence parallelism, 4 micro-batches.
-  const std::string base =
-      "model: {num_layers: 4, hidden_size: 512, num_attention_heads: 8, vocab_size: 5000}\n"
-      "parallelism: {tensor_model_parallel_size: 2, sequence_parallel: true}\n" +
-      cluster(2) + "training: {seq_length: 512, global_batch_size: 4, ";
+  const std::string base = dense_base();
   struct Case {
     std::string training;
     int attn_fwd, fc1_fwd;  // per layer and micro-batch
@@ -77,6 +81,40 @@ TEST(MegatronRecomputeModules, DenseCoreAttentionAndMlp) {
     const std::int64_t bytes = b.roles[0].activation_bytes_per_layer.count;
     if (c.training == "recompute: none}") none_bytes = bytes;
     EXPECT_EQ(bytes, none_bytes - tensor_bytes(job, false, c.dropped));
+    check_random_job(job, yaml);
+  }
+}
+
+// Under FP8 the projection keeps its own quantized input, so a checkpointed
+// flash core's bf16 output has no reader left: selective recompute keeps it
+// no longer (in bf16 it is the projection's saved input and stays).
+TEST(MegatronRecomputeModules, Fp8CheckpointedFlashCoreKeepsNoBf16Output) {
+  const std::string base = dense_base();
+  struct Case {
+    std::string training;
+    std::vector<std::string> dropped;  // against the same precision without recompute
+  };
+  const Case cases[] = {
+      {"precision: fp8, recompute: selective}", {"attn_out"}},
+      {"precision: fp8, recompute: selective, recompute_modules: []}", {}},
+      // The unfused core drops its score-sized tensors (dropout 0.1 here).
+      {"precision: fp8, recompute: selective, attention_backend: unfused}",
+       {"attn_softmax", "attn_softmax_dropout_mask", "attn_probs"}},
+      {"precision: bf16, recompute: selective}", {}},
+  };
+  for (const Case& c : cases) {
+    const std::string yaml = base + c.training + "\n";
+    SCOPED_TRACE(yaml);
+    const JobSpec job = parse(yaml);
+    JobSpec none = job;
+    none.training.recompute = Recompute::kNone;
+    const std::int64_t bytes = build(job).roles[0].activation_bytes_per_layer.count;
+    const std::int64_t none_bytes = build(none).roles[0].activation_bytes_per_layer.count;
+    EXPECT_EQ(bytes, none_bytes - tensor_bytes(job, false, c.dropped));
+    if (c.dropped == std::vector<std::string>{"attn_out"}) {
+      // The dropped output is one bf16 [tokens, heads x channels / tp] tensor.
+      EXPECT_EQ(none_bytes - bytes, 2 * 512 * 512 / 2);
+    }
     check_random_job(job, yaml);
   }
 }
