@@ -117,6 +117,38 @@ TEST(MegatronRecomputeModules, Fp8CheckpointedFlashCoreKeepsNoBf16Output) {
     }
     check_random_job(job, yaml);
   }
+  // The same under context parallelism's ring, userbuffers' overlaps, an
+  // interleaved pipeline and MoE layers: the transient output is freed once
+  // and every layout still replays, folds and balances its memory.
+  const std::string layouts[] = {
+      "parallelism: {context_parallel_size: 2}\n" + cluster(2),
+      "parallelism: {tensor_model_parallel_size: 2, sequence_parallel: true, "
+      "tp_comm_overlap: true}\n" +
+          cluster(2),
+      "parallelism: {pipeline_model_parallel_size: 2, "
+      "virtual_pipeline_model_parallel_size: 2}\n" +
+          cluster(2),
+  };
+  const std::string models[] = {
+      "model: {num_layers: 4, hidden_size: 512, num_attention_heads: 8, vocab_size: 5000}\n",
+      "model: {num_layers: 4, hidden_size: 512, num_attention_heads: 8, vocab_size: 5000, "
+      "activation: swiglu, normalization: RMSNorm, num_moe_experts: 4, moe_router_topk: 2}\n",
+  };
+  for (const std::string& model : models) {
+    for (const std::string& layout : layouts) {
+      const std::string yaml = model + layout +
+                               "training: {seq_length: 512, global_batch_size: 4, precision: fp8, "
+                               "recompute: selective}\n";
+      SCOPED_TRACE(yaml);
+      const JobSpec job = parse(yaml);
+      JobSpec none = job;
+      none.training.recompute = Recompute::kNone;
+      EXPECT_EQ(build(job).roles[0].activation_bytes_per_layer.count,
+                build(none).roles[0].activation_bytes_per_layer.count -
+                    tensor_bytes(job, job.model.is_moe(), {"attn_out"}));
+      check_random_job(job, yaml);
+    }
+  }
 }
 
 TEST(MegatronRecomputeModules, MoeNormActivationAndSharedExpert) {
