@@ -438,6 +438,22 @@ TEST(JobYaml, RecomputeArgumentsAreMegatrons) {
             "uniform, block)");
 }
 
+// NeMo's fp8_params is Megatron-LM's --fp8-param-gather.
+TEST(JobYaml, Fp8ParamsIsNemosNameOfFp8ParamGather) {
+  Result<JobSpec> j = parse_job_yaml(
+      "model: {preset: llama2-7b}\n"
+      "training: {precision: fp8, use_distributed_optimizer: true, fp8_params: true}\n"
+      "cluster: {preset: dgx-h100, num_gpus: 8}\n",
+      "job.yaml");
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_TRUE(j->training.fp8_param_gather);
+  EXPECT_EQ(error_of("model: {preset: llama2-7b}\n"
+                     "training: {fp8_param_gather: true, fp8-params: false}\n"
+                     "cluster: {preset: dgx-h100, num_gpus: 8}\n"),
+            "job.yaml:2:36: training.fp8_param_gather: given twice (as fp8_param_gather and "
+            "fp8-params)");
+}
+
 // Values of the wrong type or outside the enums (one each; the relations are
 // validate_job's, tests/workload/job_spec_test.cc).
 TEST(JobYaml, MemoryFieldValueErrors) {
