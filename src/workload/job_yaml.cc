@@ -228,15 +228,12 @@ constexpr std::array<std::string_view, 4> kModelRequired{"num_layers", "hidden_s
 
 // Megatron's command line spells a field with dashes (--grad-reduce-in-fp32);
 // a job may too: every key of model, training and parallelism is read with
-// its dashes as underscores, recompute_granularity as recompute and NeMo's
-// fp8_params as fp8_param_gather.
+// its dashes as underscores, Megatron's recompute_granularity as recompute and
+// NeMo's fp8_params (FP8 primary weights) as fp8_param_gather.
 std::string canonical_key(std::string_view key) {
   std::string k(key);
   std::replace(k.begin(), k.end(), '-', '_');
-  // Megatron's --recompute-granularity is PrismLLM's recompute.
   if (k == "recompute_granularity") return "recompute";
-  // NeMo's model.fp8_params (FP8 primary weights, gathered in FP8) is
-  // Megatron-LM's --fp8-param-gather.
   if (k == "fp8_params") return "fp8_param_gather";
   return k;
 }
