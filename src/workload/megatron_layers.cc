@@ -333,6 +333,17 @@ void StageBuilder::embedding(bool backward) {
 // Engine's (cross_entropy_fusion_impl te: CrossEntropyFunction) computes in
 // fp32 inside its kernel and keeps only the bf16 logits, which it overwrites
 // with their gradient.
+//
+// Memory traffic per logit (e = T x V/t elements; docs/memory.md, "The
+// cross entropy's passes"). Unfused, eager PyTorch runs one kernel per op:
+// forward upcast 6 B, max 4, in-place subtract 8, in-place exp 8, sum 4,
+// in-place divide 8 (38 B); backward the in-place scaling 8 and autograd's
+// cast back to bf16 6 (14 B). Fused 'native' compiles three forward graphs
+// (upcast + max 6 B; subtract + exp + sum in place 8; divide in place 8:
+// 22 B) and one backward graph, in which Inductor copies the saved softmax
+// into a fresh fp32 buffer before the target scatter (read 4, write 4), then
+// writes the scaled gradient back into the softmax and its bf16 cast (read 4,
+// write 4 + 2): 18 B, with that fp32 scratch allocated beside the softmax.
 void StageBuilder::output_layer(bool backward) {
   const std::int64_t logits = kBf16 * x_.T * x_.vocab;
   if (!backward) {
@@ -347,7 +358,8 @@ void StageBuilder::output_layer(bool backward) {
     free_transient(gathered);
     if (!x_.te_cross_entropy) {
       keep("logits_fp32", kFp32 * x_.T * x_.vocab);
-      mem("cross_entropy_fwd", 2 * logits);
+      // 38 or 22 bytes per logit: 19 or 11 times the bf16 logits' bytes.
+      mem("cross_entropy_fwd", (x_.native_cross_entropy ? 11 : 19) * logits);
       free(bf16_logits);
     } else {
       mem("cross_entropy_fwd", 2 * logits);
@@ -357,8 +369,19 @@ void StageBuilder::output_layer(bool backward) {
                  DType::kFloat32);
     return;
   }
-  const int grad_logits = x_.te_cross_entropy ? -1 : alloc(logits, "grad.logits");
-  mem("cross_entropy_bwd", 2 * logits);
+  int grad_logits = -1;
+  if (x_.te_cross_entropy) {
+    mem("cross_entropy_bwd", 2 * logits);
+  } else if (x_.native_cross_entropy) {
+    grad_logits = alloc(logits, "grad.logits");
+    const int scratch = alloc(kFp32 * x_.T * x_.vocab, "cross_entropy_scratch");
+    mem("cross_entropy_bwd", 9 * logits);  // 18 bytes per logit
+    free(scratch);
+  } else {
+    mem("cross_entropy_bwd", 4 * logits);  // the in-place scaling, 8 bytes per logit
+    grad_logits = alloc(logits, "grad.logits");
+    mem("cross_entropy_grad_cast", 3 * logits);  // fp32 to bf16, 6 bytes per logit
+  }
   if (!x_.te_cross_entropy) release("logits_fp32");
   const bool defer = defers_wgrad();
   const int gathered = defer ? -1 : gathered_input("logits_input");

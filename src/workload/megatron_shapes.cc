@@ -49,6 +49,8 @@ Dims make_dims(const JobSpec& job) {
   x.grad_bytes = tr.grad_reduce_in_fp32 ? kFp32 : kBf16;
   x.te_cross_entropy =
       tr.cross_entropy_loss_fusion && tr.cross_entropy_fusion_impl == CrossEntropyFusionImpl::kTe;
+  x.native_cross_entropy = tr.cross_entropy_loss_fusion &&
+                           tr.cross_entropy_fusion_impl == CrossEntropyFusionImpl::kNative;
   x.moe = m.is_moe();
   if (x.moe) {
     x.experts = m.num_moe_experts;

@@ -41,12 +41,13 @@ struct Dims {
   std::int64_t fp8_amax_history = 0;  // delayed scaling's history length
   DType gemm_dtype;
   // Memory as Megatron-Core and Transformer Engine allocate it.
-  bool fp8;                 // TE layers run (and save their inputs) in FP8
-  bool fp8_block_scales;    // blockwise / mxfp8: one scale per 32 elements' worth
-  bool hidden_dropout;      // hidden_dropout > 0: masks after embedding and each block
-  bool attention_dropout;   // attention_dropout > 0: the softmax's mask (unfused only)
-  std::int64_t grad_bytes;  // main-gradient element: 4 (grad_reduce_in_fp32) or 2
-  bool te_cross_entropy;    // the cross entropy keeps the bf16 logits only
+  bool fp8;                   // TE layers run (and save their inputs) in FP8
+  bool fp8_block_scales;      // blockwise / mxfp8: one scale per 32 elements' worth
+  bool hidden_dropout;        // hidden_dropout > 0: masks after embedding and each block
+  bool attention_dropout;     // attention_dropout > 0: the softmax's mask (unfused only)
+  std::int64_t grad_bytes;    // main-gradient element: 4 (grad_reduce_in_fp32) or 2
+  bool te_cross_entropy;      // the cross entropy keeps the bf16 logits only
+  bool native_cross_entropy;  // Megatron-Core's compiled fused cross entropy
   // MoE.
   bool moe;
   std::int64_t experts, topk, ep, etp, local_experts;

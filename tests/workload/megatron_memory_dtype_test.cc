@@ -445,5 +445,40 @@ TEST(MegatronMemoryDtype, CrossEntropyKeepsItsLogits) {
   }
 }
 
+// Bytes one micro-batch's cross entropy moves, per logit (docs/memory.md,
+// "The cross entropy's passes"): eager unfused one kernel per op, the
+// compiled native graphs fewer passes but a copy of the softmax in the
+// backward (with its fp32 scratch buffer), Transformer Engine's kernels
+// the bf16 logits only.
+// The byte count of the memory-bound kernel `name` ("mem <name> bytes=N"),
+// 0 if the job has none; it must be used once per micro-batch.
+std::int64_t kernel_bytes(const BuiltJob& b, const std::string& name) {
+  const std::string prefix = "mem " + name + " bytes=";
+  for (const KernelUse& k : b.kernels)
+    if (k.signature.rfind(prefix, 0) == 0) return std::stoll(k.signature.substr(prefix.size()));
+  return 0;
+}
+
+TEST(MegatronMemoryDtype, CrossEntropyPassesPerImplementation) {
+  const std::int64_t e = 512 * 1024;  // logits of one micro-batch
+  struct Case {
+    std::string training;
+    std::int64_t fwd, bwd, cast, scratch;
+  };
+  for (const Case& c : {Case{"", 38 * e, 8 * e, 6 * e, 0},
+                        Case{", cross_entropy_loss_fusion: true", 22 * e, 18 * e, 0, 4 * e},
+                        Case{", cross_entropy_loss_fusion: true, cross_entropy_fusion_impl: te",
+                             4 * e, 4 * e, 0, 0}}) {
+    SCOPED_TRACE(c.training);
+    const BuiltJob b = build(dp_job(c.training + ", global_batch_size: 4"));
+    EXPECT_EQ(kernel_bytes(b, "cross_entropy_fwd"), c.fwd);
+    EXPECT_EQ(kernel_bytes(b, "cross_entropy_bwd"), c.bwd);
+    EXPECT_EQ(kernel_bytes(b, "cross_entropy_grad_cast"), c.cast);
+    const Named scratch = named(b.graph.roles[0], "cross_entropy_scratch");
+    EXPECT_EQ(scratch.bytes, c.scratch);
+    EXPECT_EQ(scratch.frees, scratch.allocs);
+  }
+}
+
 }  // namespace
 }  // namespace prism
