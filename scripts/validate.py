@@ -16,7 +16,11 @@ step-time error split by GPU type, model size (<20B, 20-100B, >100B
 parameters, as prism counts them), precision (bf16, fp8) and scale (GPUs
 <=64, 65-512, >512). A row whose simulation runs out of memory (prism exits
 4) shows as OOM and is counted, not averaged; a row that fails shows prism's
-error. Pure standard-library Python.
+error. Rows that publish peak memory (column memory_gib: the peak of
+torch.cuda.max_memory_reserved() on rank 0, in GiB) get a second table
+against the reserved peak of the role holding rank 0 (the report's
+roles[].peak_reserved_bytes; NCCL and the CUDA context are outside PyTorch's
+count). Pure standard-library Python.
 
     scripts/validate.py                      # all rows
     scripts/validate.py --dry-run            # only match files to CSV rows
@@ -232,6 +236,40 @@ def mean_abs(values):
     return mean([abs(v) for v in values if v is not None])
 
 
+def rank0_reserved_gib(report):
+    """PyTorch's reserved peak on rank 0: the role whose ranks include 0 (or represents it)."""
+    for role in (report or {}).get("roles") or []:
+        ranks = role.get("ranks")
+        if role.get("representative_rank") == 0 or (isinstance(ranks, list) and 0 in ranks):
+            peak = number(role.get("peak_reserved_bytes"))
+            return None if peak is None else peak / 2.0**30
+    return None
+
+
+def memory_table(results):
+    """Lines comparing the published peak memory with the prediction, or [] if none is published."""
+    rows = [r for r in results if r.get("memory") is not None]
+    if not rows:
+        return []
+    lines = ["| id | measured peak reserved GiB (rank 0) | predicted | error % |", "|---|---:|---:|---:|"]
+    errors = []
+    for r in rows:
+        measured, predicted = r["memory"]
+        if predicted is None:
+            lines.append("| %s | %s | %s | |" % (cell(r["id"]), fmt(measured, 2),
+                                                  "n/a (%s)" % r["status"]))
+            continue
+        err = error_pct(predicted, measured)
+        errors.append(err)
+        lines.append("| %s | %s | %s | %s |" % (cell(r["id"]), fmt(measured, 2), fmt(predicted, 2),
+                                               fmt_err(err)))
+    lines.append("")
+    lines.append("Peak memory over %d of %d rows that publish it: mean absolute error %s, max %s." % (
+        len(errors), len(rows), pct(mean_abs(errors)),
+        pct(max(abs(e) for e in errors) if errors else None)))
+    return lines
+
+
 def oom_text(report):
     """'OOM (need X of Y GiB)': the peak device memory the run asked for, of the capacity."""
     memory = (report or {}).get("memory") or {}
@@ -311,7 +349,11 @@ def main(argv=None):
         report, err, oom = run_prism(args.prism, os.path.join(args.dir, i + ".yaml"), args.prism_arg,
                                      args.timeout)
         res = {"gpu": gpu_type(r, report), "size": size_bucket(r, report), "precision": precision(r),
-               "scale": scale_bucket(r), "step_err": None, "tok_err": None}
+               "scale": scale_bucket(r), "step_err": None, "tok_err": None, "id": i}
+        measured_memory = number(r.get("memory_gib") or "")
+        if measured_memory is not None:
+            complete = err is None and not oom
+            res["memory"] = (measured_memory, rank0_reserved_gib(report) if complete else None)
         head = "| %s | %s | %s | %s | %s | %s |" % (cell(i), cell(r["model"]), res["gpu"], res["precision"],
                                                     r["gpus"], r["step_time_s"])
         if err is not None:
@@ -341,6 +383,11 @@ def main(argv=None):
     print()
     for line in split_table(results):
         print(line)
+    memory = memory_table(results)
+    if memory:
+        print()
+        for line in memory:
+            print(line)
     for i in no_spec:
         print("No job spec for CSV row %s." % i)
     return 1 if failures else 0

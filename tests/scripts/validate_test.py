@@ -28,6 +28,10 @@ if words[0] == "fail":
 if words[0] == "ok":
     data = {"iteration_time_s": float(words[1]), "tokens_per_s_per_gpu": float(words[2]),
             "parameters": float(words[3]), "gpu": words[4]}
+    if len(words) > 5:  # rank 0's role and its reserved peak, GiB
+        data["roles"] = [{"name": "stage1", "representative_rank": 8, "peak_reserved_bytes": 1},
+                         {"name": "stage0", "representative_rank": 0,
+                          "peak_reserved_bytes": float(words[5]) * 2**30}]
     code = 0
 else:
     data = {"outcome": "out_of_memory", "parameters": float(words[1]), "gpu": words[2],
@@ -157,6 +161,37 @@ class FakePrismTest(unittest.TestCase):
         self.assertIn("| all | scale | >512 GPUs | 1 | 1 | 5.0% | 5.0% | 0 | 0 |", lines)
         self.assertIn("| H100 | precision | fp8 | 3 | 1 | 5.0% | 5.0% | 1 | 1 |", lines)
         self.assertFalse(any(l.startswith("| A100 | GPU |") for l in lines))
+
+    def test_published_peak_memory_against_rank_zeros_reserved_peak(self):
+        path = os.path.join(self.tmp.name, "m.csv")
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(COLUMNS + ["memory_gib"])
+            w.writerow(["over", "Nemotron-4 15B", "H100", "BF16", "64", "10", "100", "60"])
+            w.writerow(["under", "Nemotron-4 15B", "H100", "BF16", "64", "10", "100", "50"])
+            w.writerow(["nomem", "Nemotron-4 15B", "H100", "BF16", "64", "10", "100", ""])
+            w.writerow(["tight", "Nemotron-4 15B", "H100", "BF16", "64", "10", "100", "70"])
+        self.job("over", "ok 10 100 15e9 H100-SXM5-80GB 63")   # +5%
+        self.job("under", "ok 10 100 15e9 H100-SXM5-80GB 45")  # -10%
+        self.job("nomem", "ok 10 100 15e9 H100-SXM5-80GB 40")
+        self.job("tight", "oom 15e9 H100-SXM5-80GB")
+        rc, out, err = self.validate([path])
+        self.assertEqual(rc, 0, out + err)
+        lines = out.splitlines()
+        self.assertIn("| id | measured peak reserved GiB (rank 0) | predicted | error % |", lines)
+        self.assertIn("| over | 60.00 | 63.00 | +5.0 |", lines)
+        self.assertIn("| under | 50.00 | 45.00 | -10.0 |", lines)
+        self.assertIn("| tight | 70.00 | n/a (oom) | |", lines)
+        self.assertFalse(any(l.startswith("| nomem | 40") for l in lines))
+        self.assertIn("Peak memory over 2 of 3 rows that publish it: mean absolute error 7.5%, "
+                      "max 10.0%.", lines)
+
+    def test_no_memory_table_without_published_memory(self):
+        a = self.table("a.csv", [["x1", "GPT 1.7B", "A100", "BF16", "8", "1", "1"]])
+        self.job("x1", "ok 1 1 1e9 A100 30")
+        rc, out, err = self.validate([a])
+        self.assertEqual(rc, 0, out + err)
+        self.assertNotIn("Peak memory", out)
 
     def test_only_and_dry_run(self):
         a = self.table("a.csv", [["x1", "GPT 1.7B", "A100", "BF16", "8", "1", "1"],
