@@ -42,13 +42,15 @@ DEFAULT_DB = os.path.join(REPO, "data", "kernels.csv")
 # fitted to the H100 rows, for both.
 GPUS = {
     "H100-SXM5-80GB": dict(sms=132, bf16=989.4e12, fp8=1978.9e12, hbm=3350e9, hbm_eff=0.87,
-                           launch=2.0e-6, tile=(128, 256),
-                           shipped={"bf16": (0.75, 240), "fp8": (0.69, 608)}),
+                           launch=2.0e-6, tile=(128, 256), stream_k=0.93,
+                           shipped={"bf16": (0.74, 208), "fp8": (0.68, 528)}),
     "H200-SXM-141GB": dict(sms=132, bf16=989.4e12, fp8=1978.9e12, hbm=4800e9, hbm_eff=0.87,
-                           launch=2.0e-6, tile=(128, 256),
-                           shipped={"bf16": (0.75, 240), "fp8": (0.69, 608)}),
+                           launch=2.0e-6, tile=(128, 256), stream_k=0.93,
+                           shipped={"bf16": (0.74, 208), "fp8": (0.68, 528)}),
 }
-# Tile candidates (kGemmTiles): the large tile, and one half as wide at 0.9 of its rate.
+# Tile candidates (kGemmTiles): the large tile, and one half as wide at 0.9 of its rate;
+# and (gemm_stream_k_rate, Hopper) the large tile's work spread evenly over the SMs
+# at stream_k of its rate, no partial last wave (at least one wave).
 TILES = ((1, 1, 1.0), (1, 2, 0.9))
 IN_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
 OUT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 2}  # FP8 GEMMs write bf16
@@ -111,6 +113,10 @@ def row_terms(g, dtype, m, n, k, batch):
             tm, tn = g["tile"][0] / m_div, g["tile"][1] / n_div
             tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
             c = min(c, math.ceil(tiles / g["sms"]) * 2 * tm * tn / (sm_peak * rate))
+        if g.get("stream_k"):
+            tm, tn = g["tile"]
+            tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
+            c = min(c, max(tiles / g["sms"], 1.0) * 2 * tm * tn / (sm_peak * g["stream_k"]))
     else:
         c = 0.0
     mem_bytes = batch * (IN_BYTES[dtype] * (m * k + k * n) + OUT_BYTES[dtype] * m * n)

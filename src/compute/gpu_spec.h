@@ -29,6 +29,10 @@ struct GpuSpec {
   double gemm_fp8_max_efficiency = 0;  // FP8 GEMM, same (unused without FP8)
   int gemm_tile_m = 0;                 // output tile of one SM for large GEMMs
   int gemm_tile_n = 0;
+  // > 0: cuBLAS may also spread a GEMM's tiles evenly over the SMs (stream-K:
+  // CUTLASS 3's PersistentTileSchedulerSm90StreamK) at this fraction of the
+  // large tile's rate, instead of a partly filled last wave. 0: never.
+  double gemm_stream_k_rate = 0;
   double gemm_k_half = 0;      // bf16 GEMM: k at which the main loop is half the tile's time
   double gemm_fp8_k_half = 0;  // FP8 GEMM, same (unused without FP8)
   double attention_fwd_efficiency = 0;  // asymptote (long sequence, large head dim)

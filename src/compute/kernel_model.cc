@@ -169,6 +169,13 @@ double KernelModel::gemm_s(const Kernel& k) const {
       const double wave = 2 * tm * tn * (dbl(k.k) + r.gemm_k_half) / (sm_rate * t.rate);
       compute = std::min(compute, ceil_div(tiles, sms) * wave);
     }
+    if (gpu_.gemm_stream_k_rate > 0) {  // stream-K: the large tile's work spread evenly
+      const double tm = gpu_.gemm_tile_m, tn = gpu_.gemm_tile_n;
+      const double tiles = ceil_div(dbl(k.m), tm) * ceil_div(dbl(k.n), tn) * dbl(k.batch);
+      const double wave =
+          2 * tm * tn * (dbl(k.k) + r.gemm_k_half) / (sm_rate * gpu_.gemm_stream_k_rate);
+      compute = std::min(compute, std::max(tiles / sms, 1.0) * wave);
+    }
   }
   return std::max(compute, memory_s(kernel_bytes(k)));
 }
