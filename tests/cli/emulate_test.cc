@@ -214,8 +214,10 @@ class EmulateWhatIfTest : public EmulateTest {
 TEST_F(EmulateWhatIfTest, AStragglerOnAVirtualRankSlowsTheIteration) {
   const nlohmann::json base = run({});
   // Rank 1 computes twice as long: rank 0 waits for it in every tensor-
-  // parallel collective (+8% predicted); rank 9 in stage 1, +47%.
-  expect_slower(base, run({"--straggler", "1:2"}), "--straggler 1:2", 1.04);
+  // parallel collective (+5.5% predicted, the emulated step +3.6%: the last
+  // stage's cross entropy is a large part of this small job's step); rank 9
+  // in stage 1, +60%.
+  expect_slower(base, run({"--straggler", "1:2"}), "--straggler 1:2", 1.02);
   expect_slower(base, run({"--straggler", "9:2"}), "--straggler 9:2", 1.3);
   const nlohmann::json jitter = run({"--jitter", "20:3"});
   expect_slower(base, jitter, "--jitter 20:3", 1.03);
