@@ -49,9 +49,9 @@ GPUS = {
                            shipped={"bf16": (0.74, 208), "fp8": (0.68, 528)}),
 }
 # Tile candidates (kGemmTiles): the large tile, and one half as wide at 0.9 of its rate;
-# and (gemm_stream_k_rate, Hopper) the large tile's work spread evenly over the SMs
-# at stream_k of its rate, no partial last wave (at least one wave).
-TILES = ((1, 1, 1.0), (1, 2, 0.9))
+# the large one may also run as stream-K (gemm_stream_k_rate, Hopper): its work spread
+# evenly over the SMs at stream_k of its rate, no partial last wave (at least one wave).
+TILES = ((1, 1, 1.0, True), (1, 2, 0.9, False))
 IN_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
 OUT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 2}  # FP8 GEMMs write bf16
 K_RANGES = ((0, 1024), (1024, 2048), (2048, 4096), (4096, 8192), (8192, None))
@@ -109,14 +109,12 @@ def row_terms(g, dtype, m, n, k, batch):
     sm_peak = peak / g["sms"]
     c = math.inf
     if m > 0 and n > 0 and k > 0 and batch > 0:
-        for m_div, n_div, rate in TILES:
+        for m_div, n_div, rate, stream_k in TILES:
             tm, tn = g["tile"][0] / m_div, g["tile"][1] / n_div
             tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
             c = min(c, math.ceil(tiles / g["sms"]) * 2 * tm * tn / (sm_peak * rate))
-        if g.get("stream_k"):
-            tm, tn = g["tile"]
-            tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
-            c = min(c, max(tiles / g["sms"], 1.0) * 2 * tm * tn / (sm_peak * g["stream_k"]))
+            if stream_k and g.get("stream_k"):
+                c = min(c, max(tiles / g["sms"], 1.0) * 2 * tm * tn / (sm_peak * g["stream_k"]))
     else:
         c = 0.0
     mem_bytes = batch * (IN_BYTES[dtype] * (m * k + k * n) + OUT_BYTES[dtype] * m * n)

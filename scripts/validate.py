@@ -237,10 +237,9 @@ def mean_abs(values):
 
 
 def rank0_reserved_gib(report):
-    """PyTorch's reserved peak on rank 0: the role whose ranks include 0 (or represents it)."""
+    """PyTorch's reserved peak on rank 0: that of the role rank 0 represents (its lowest rank)."""
     for role in (report or {}).get("roles") or []:
-        ranks = role.get("ranks")
-        if role.get("representative_rank") == 0 or (isinstance(ranks, list) and 0 in ranks):
+        if role.get("representative_rank") == 0:
             peak = number(role.get("peak_reserved_bytes"))
             return None if peak is None else peak / 2.0**30
     return None

@@ -16,11 +16,14 @@ namespace {
 // byte). Estimate after CUTLASS profiler runs where 128x128 tiles reach ~90%
 // of 128x256's throughput on large problems; it only matters where the
 // narrower tile fills a wave the wide one leaves mostly empty.
+// The large tile may also run as stream-K where the GPU has it
+// (GpuSpec::gemm_stream_k_rate): its work spread evenly over the SMs.
 struct TileCandidate {
   int m_div, n_div;
   double rate;
+  bool stream_k;
 };
-constexpr std::array<TileCandidate, 2> kGemmTiles{{{1, 1, 1.0}, {1, 2, 0.9}}};
+constexpr std::array<TileCandidate, 2> kGemmTiles{{{1, 1, 1.0, true}, {1, 2, 0.9, false}}};
 
 // FlashAttention's block of rows per thread block (CTA) along the parallel
 // dimension (FA2/FA3 use 128 query rows forward, 128 key rows backward for
@@ -166,15 +169,11 @@ double KernelModel::gemm_s(const Kernel& k) const {
       const double tm = gpu_.gemm_tile_m / t.m_div;
       const double tn = gpu_.gemm_tile_n / t.n_div;
       const double tiles = ceil_div(dbl(k.m), tm) * ceil_div(dbl(k.n), tn) * dbl(k.batch);
-      const double wave = 2 * tm * tn * (dbl(k.k) + r.gemm_k_half) / (sm_rate * t.rate);
-      compute = std::min(compute, ceil_div(tiles, sms) * wave);
-    }
-    if (gpu_.gemm_stream_k_rate > 0) {  // stream-K: the large tile's work spread evenly
-      const double tm = gpu_.gemm_tile_m, tn = gpu_.gemm_tile_n;
-      const double tiles = ceil_div(dbl(k.m), tm) * ceil_div(dbl(k.n), tn) * dbl(k.batch);
-      const double wave =
-          2 * tm * tn * (dbl(k.k) + r.gemm_k_half) / (sm_rate * gpu_.gemm_stream_k_rate);
-      compute = std::min(compute, std::max(tiles / sms, 1.0) * wave);
+      const double work = 2 * tm * tn * (dbl(k.k) + r.gemm_k_half);  // one tile's
+      compute = std::min(compute, ceil_div(tiles, sms) * (work / (sm_rate * t.rate)));
+      if (t.stream_k && gpu_.gemm_stream_k_rate > 0)  // no partly filled last wave
+        compute = std::min(
+            compute, std::max(tiles / sms, 1.0) * (work / (sm_rate * gpu_.gemm_stream_k_rate)));
     }
   }
   return std::max(compute, memory_s(kernel_bytes(k)));
