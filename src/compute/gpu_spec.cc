@@ -81,8 +81,11 @@ struct GemmCurve {
 
 // A GEMM's or attention kernel's time at sustained power over its time in a
 // burst, per input type (GpuSpec::tensor_sustained_slowdown).
+// And the chip-to-chip coefficient of variation of that sustained clock
+// (GpuSpec::sustained_clock_cov).
 struct Sustained {
   double bf16, fp8;
+  double clock_cov;
 };
 
 // Hopper: scripts/gpu/sustained_clocks.py on an H200 (2026-11-28, torch
@@ -101,10 +104,22 @@ struct Sustained {
 // the same 700 W limit, and its database rows of these sizes are within
 // 1-4% of the H200's: the H200's figures stand for it until an H100
 // measures its own.
-constexpr Sustained kHopperSustained{1.0296, 1.0};
+//
+// Chip to chip, 0.016: no fleet of H100s or H200s at their power limit has
+// published its spread. The one published fleet measurement at a power cap
+// is V100's: Sinha et al., "Not All GPUs Are Created Equal" (SC'22), whose
+// released data (hal-uw/blox-pal, aggregated_data/sim/sgemm-longhorn-agg.csv,
+// SGEMM 25536^2 on TACC Longhorn's V100s drawing 295-298 of 300 W) give a
+// kernel-time CoV of 1.58% and an SM-clock CoV of 1.65% over the 188 runs
+// at the cap among the file's first 191 rows (1,312-1,432 MHz; a chip that
+// appears twice or three times there repeats its clock within 15 MHz, so the
+// spread is the chips', not the runs'). It stands for Hopper, a GPU held
+// at its power limit the same way, until a fleet of them is measured.
+constexpr Sustained kHopperSustained{1.0296, 1.0, 0.016};
 // Not measured: 1 (burst and sustained alike). The A100 curve is calibrated
 // on training runs, so whatever throttling they had is already in it.
-constexpr Sustained kNotMeasured{1, 1};
+// Their chip-to-chip spread, likewise (and B200's is not measured): 0.
+constexpr Sustained kNotMeasured{1, 1, 0};
 
 GpuSpec make(std::string_view name, const ArchConstants& a, const GemmCurve& c, double bf16_tflops,
              double fp8_tflops, double hbm_GBps, double hbm_GB,
@@ -131,6 +146,7 @@ GpuSpec make(std::string_view name, const ArchConstants& a, const GemmCurve& c, 
   g.launch_overhead_us = a.launch_overhead_us;
   g.tensor_sustained_slowdown = sustained.bf16;
   g.tensor_fp8_sustained_slowdown = sustained.fp8;
+  g.sustained_clock_cov = sustained.clock_cov;
   return g;
 }
 
@@ -225,6 +241,8 @@ Status validate_gpu_spec(const GpuSpec& g) {
   if (!(g.tensor_sustained_slowdown >= 1 && g.tensor_sustained_slowdown <= 2) ||
       !(g.tensor_fp8_sustained_slowdown >= 1 && g.tensor_fp8_sustained_slowdown <= 2))
     return bad("sustained slowdowns must be in [1, 2]");
+  if (!(g.sustained_clock_cov >= 0 && g.sustained_clock_cov <= 0.1))
+    return bad("sustained_clock_cov must be in [0, 0.1]");
   return Status::ok();
 }
 

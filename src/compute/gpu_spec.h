@@ -48,6 +48,11 @@ struct GpuSpec {
   // "Sustained clocks").
   double tensor_sustained_slowdown = 1;      // bf16 (any non-FP8) inputs
   double tensor_fp8_sustained_slowdown = 1;  // FP8 inputs
+  // Chip to chip: the coefficient of variation of the sustained SM clock (so
+  // of a tensor kernel's time) across GPUs of this type at the power limit.
+  // A job runs at its slowest GPU's pace (compute/slowest_gpu.h). In [0,
+  // 0.1]; 0 where not measured (docs/compute.md, "The slowest GPU").
+  double sustained_clock_cov = 0;
 };
 
 const std::vector<std::string_view>& gpu_spec_names();
@@ -55,7 +60,7 @@ const std::vector<std::string_view>& gpu_spec_names();
 Result<GpuSpec> gpu_spec(std::string_view name);
 // The problem with a spec (a custom one) or ok: positive peaks and SM count,
 // efficiencies in (0, 1], positive tiles and half points, launch >= 0,
-// sustained slowdowns in [1, 2].
+// sustained slowdowns in [1, 2], clock CoV in [0, 0.1].
 Status validate_gpu_spec(const GpuSpec& g);
 
 }  // namespace prism

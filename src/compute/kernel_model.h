@@ -70,6 +70,7 @@ class KernelModel {
   // the database's rows are measured (no sustained slowdown).
   SimTime modeled(const Kernel& k) const;
   const GpuSpec& gpu() const { return gpu_; }
+  const KernelDb* db() const { return db_; }
 
  private:
   // The database's time of k, or of its plain GEMM scaled (see time()).

@@ -86,6 +86,11 @@ std::string format_simulate_text(const SimulateSummary& s) {
                              s.micro_batch_size, s.precision, s.recompute));
   line("kernels:", fmt::format("{} distinct, {} measured{}", s.kernels, s.kernels_measured,
                                s.kernel_db.empty() ? "" : fmt::format(" ({})", s.kernel_db)));
+  if (s.clock_cov > 0)
+    line("slowest GPU:",
+         fmt::format("GEMMs and attention x{:.4f}: the slowest of {} GPUs at a chip-to-chip "
+                     "clock CoV of {:.1f}%",
+                     s.slowest_gpu_slowdown, s.num_gpus, 100 * s.clock_cov));
   out += "\n";
   if (!s.oom_text.empty()) {
     line("outcome:", "out of memory (the iteration did not complete)");
@@ -221,8 +226,11 @@ std::string format_simulate_json(const SimulateSummary& s) {
                      {"peak_device_bytes", s.peak_device.count},
                      {"nccl_bytes", s.nccl.count},
                      {"fragmentation_bytes", s.fragmentation.count}};
-  j["kernels"] =
-      Json{{"distinct", s.kernels}, {"measured", s.kernels_measured}, {"database", s.kernel_db}};
+  j["kernels"] = Json{{"distinct", s.kernels},
+                      {"measured", s.kernels_measured},
+                      {"database", s.kernel_db},
+                      {"slowest_gpu_slowdown", s.slowest_gpu_slowdown},
+                      {"clock_cov", s.clock_cov}};
   Json roles = Json::array();
   for (const SimulateRole& r : s.roles) {
     Json jr;

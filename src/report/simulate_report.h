@@ -91,6 +91,11 @@ struct SimulateSummary {
   bool completed() const { return oom_text.empty() && !(failure && failure->hung); }
   std::int64_t kernels = 0, kernels_measured = 0;
   std::string kernel_db;  // databases used, or empty
+  // The job runs its tensor kernels at its slowest GPU's pace: this factor
+  // over the single GPU the kernel model describes, from the GPU type's
+  // chip-to-chip clock CoV (compute/slowest_gpu.h); 1 and 0 where unknown.
+  double slowest_gpu_slowdown = 1;
+  double clock_cov = 0;
   bool folded = false;
   int simulated_ranks = 0;
   std::uint64_t op_events = 0;

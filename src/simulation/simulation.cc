@@ -87,6 +87,8 @@ void summarize_job(const PreparedJob& p, const ReplayResult& r, const DeviceMemo
   s.kernels_measured = std::count_if(p.built.kernels.begin(), p.built.kernels.end(),
                                      [](const KernelUse& k) { return k.measured; });
   s.kernel_db = p.db_paths;
+  s.slowest_gpu_slowdown = p.built.slowest_gpu_slowdown;
+  s.clock_cov = p.gpu.sustained_clock_cov;
   s.folded = r.folded;
   s.simulated_ranks = r.simulated_ranks;
   s.op_events = r.op_events;

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "compute/slowest_gpu.h"
 #include "graph/validate.h"
 #include "net/cluster_yaml.h"
 #include "util/check.h"
@@ -407,9 +408,11 @@ Role StageBuilder::build(RoleFootprint* footprint) {
 
 }  // namespace megatron
 
-Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels) {
+Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& model) {
   PRISM_RETURN_IF_ERROR(validate_job(job));
+  const KernelModel kernels(at_job_scale(model.gpu(), job.num_gpus), model.db());
   BuiltJob out;
+  out.slowest_gpu_slowdown = slowest_gpu_slowdown(model.gpu(), job.num_gpus);
   ExecutionGraph& g = out.graph;
   g.name = job.name;
   g.cluster = format_cluster_yaml(job.cluster);

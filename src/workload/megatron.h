@@ -65,9 +65,15 @@ struct BuiltJob {
   ExecutionGraph graph;
   std::vector<RoleFootprint> roles;  // index = role
   std::vector<KernelUse> kernels;    // sorted by signature
+  // The factor by which the job's tensor kernels run slower than the kernel
+  // model's GPU because the job runs at its slowest GPU's pace
+  // (compute/slowest_gpu.h); 1 where the GPU's clock spread is not known.
+  double slowest_gpu_slowdown = 1;
 };
 
-// `job` must have passed validate_job(). Kernel times come from `kernels`.
+// `job` must have passed validate_job(). Kernel times come from `kernels`,
+// at the job's scale: its GPU at_job_scale(num_gpus) (the slowest of the
+// job's GPUs), with the same database.
 Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels);
 
 // One tensor a transformer layer keeps from its forward to its backward. The

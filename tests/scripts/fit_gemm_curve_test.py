@@ -7,6 +7,7 @@ input is refused with one error line."""
 
 import csv
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(REPO, "scripts", "fit_gemm_curve.py")
 GOLDEN_KERNELS = os.path.join(REPO, "tests", "cli", "golden", "simulate_small.kernels.csv")
+# The report of the same prism simulate run (tests/cli/cli_test.cc, simulate_small).
+GOLDEN_REPORT = os.path.join(REPO, "tests", "cli", "golden", "simulate_small.report.json")
 
 spec = importlib.util.spec_from_file_location("fit_gemm_curve", SCRIPT)
 fit = importlib.util.module_from_spec(spec)
@@ -38,9 +41,14 @@ class MirrorTest(unittest.TestCase):
         # prism simulate --kernels writes the time the simulation uses (model_us,
         # 3 decimals): the curve's, its kernel part (not the launch floor) x the
         # GPU's sustained slowdown (src/compute/gpu_spec.cc: Hopper 1.0296 bf16,
-        # 1.0 FP8; docs/compute.md, "Sustained clocks").
+        # 1.0 FP8; docs/compute.md, "Sustained clocks") x the job's slowest-GPU
+        # factor (16 GPUs: 1 + 0.016 x 1.7660; "The slowest GPU"), which the
+        # run's report gives.
         g = fit.GPUS["H100-SXM5-80GB"]
-        sustained = {"bf16": 1.0296, "fp8": 1.0}
+        with open(GOLDEN_REPORT) as f:
+            slowest = json.load(f)["kernels"]["slowest_gpu_slowdown"]
+        self.assertAlmostEqual(slowest, 1 + 0.016 * 1.765991, delta=1e-6)
+        sustained = {"bf16": 1.0296 * slowest, "fp8": 1.0 * slowest}
         n = 0
         with open(GOLDEN_KERNELS) as f:
             for row in csv.DictReader(f):

@@ -20,6 +20,7 @@
 #include "compute/compute_model.h"
 #include "compute/gpu_spec.h"
 #include "compute/kernel.h"
+#include "compute/slowest_gpu.h"
 #include "graph/graph_json.h"
 #include "mem/memory_model.h"
 #include "net/flow_network.h"
@@ -528,6 +529,52 @@ TEST(MegatronKernels, UsesCountEveryComputeOp) {
     }
   }
   EXPECT_EQ(counted, compute_ops);
+}
+
+// The job runs its GEMMs and attention at its slowest GPU's pace
+// (compute/slowest_gpu.h): the same per-rank kernels on 2,048 H100s take
+// longer than on 8 by the ratio of the two slowdowns (less the launch floor,
+// which is not slowed); memory-bound kernels do not change; an A100 job,
+// whose clock spread is in its calibration, does not either.
+TEST(MegatronKernels, TensorKernelsRunAtTheSlowestGpusPace) {
+  auto job_of = [](int gpus, const std::string& preset) {
+    return parse(gpt(2, 1024, 8, 32000) +
+                 "training: {seq_length: 1024, global_batch_size: " + std::to_string(gpus) +
+                 "}\ncluster: {preset: " + preset + ", num_gpus: " + std::to_string(gpus) + "}\n");
+  };
+  auto times = [](const BuiltJob& b) {
+    std::map<std::string, SimTime> out;
+    for (const KernelUse& k : b.kernels) out[k.signature] = k.time;
+    return out;
+  };
+  const GpuSpec h100 = gpu_spec("H100-SXM5-80GB").value();
+  const BuiltJob small = build(job_of(8, "dgx-h100"));
+  const BuiltJob large = build(job_of(2048, "dgx-h100"));
+  EXPECT_DOUBLE_EQ(small.slowest_gpu_slowdown, slowest_gpu_slowdown(h100, 8));
+  EXPECT_DOUBLE_EQ(large.slowest_gpu_slowdown, slowest_gpu_slowdown(h100, 2048));
+  const double ratio = large.slowest_gpu_slowdown / small.slowest_gpu_slowdown;
+  EXPECT_GT(ratio, 1.03);
+  const std::map<std::string, SimTime> t8 = times(small), t2048 = times(large);
+  ASSERT_EQ(t8.size(), t2048.size());
+  int tensor = 0;
+  for (const auto& [sig, t] : t8) {
+    ASSERT_TRUE(t2048.count(sig)) << sig;
+    const double r = t2048.at(sig).seconds() / t.seconds();
+    if (sig.rfind("gemm", 0) == 0 || sig.rfind("attn", 0) == 0) {
+      ++tensor;
+      EXPECT_LE(r, ratio + 1e-9) << sig;
+      EXPECT_GT(r, 1 + 0.8 * (ratio - 1)) << sig;
+    } else {
+      EXPECT_EQ(t2048.at(sig), t) << sig;
+    }
+  }
+  EXPECT_GE(tensor, 6);
+
+  const KernelModel a100(gpu_spec("A100-SXM4-80GB").value(), nullptr);
+  const BuiltJob a8 = build_megatron(job_of(8, "dgx-a100"), a100).value();
+  const BuiltJob a2048 = build_megatron(job_of(2048, "dgx-a100"), a100).value();
+  EXPECT_EQ(a2048.slowest_gpu_slowdown, 1);
+  for (const KernelUse& k : a8.kernels) EXPECT_EQ(times(a2048).at(k.signature), k.time);
 }
 
 // FLOPs over every rank of the graph's kernels against Megatron-LM's
