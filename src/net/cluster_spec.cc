@@ -136,6 +136,8 @@ Status validate_cluster(const ClusterSpec& c) {
   // Limits keep every derived quantity (ranks, resources, ns) far from overflow.
   constexpr int kMaxGpusPerNode = 72;  // an NVL72 rack
   constexpr int kMaxNodes = 1 << 17;
+  if (!std::isnan(c.gpu_clock_cov))
+    PRISM_RETURN_IF_ERROR(check_range("gpu.clock_cov", c.gpu_clock_cov, 0, 0.1));
   PRISM_RETURN_IF_ERROR(check_range("node.gpus", c.gpus_per_node, 1, kMaxGpusPerNode));
   PRISM_RETURN_IF_ERROR(check_range("node.nvlink_links", c.nvlink_links, 1, 72));
   PRISM_RETURN_IF_ERROR(check_positive("node.nvlink_link_GBps", c.nvlink_link_GBps, 1e4));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,10 @@ struct ClusterSpec {
   std::string name;
   std::string gpu_model;  // e.g. "H100-SXM5-80GB"; informational
   GpuArch arch = GpuArch::kHopper;
+  // The chip-to-chip CoV of the GPUs' sustained clock, this cluster's own
+  // (gpu.clock_cov; e.g. from Megatron's straggler detector), over the GPU
+  // preset's GpuSpec::sustained_clock_cov; NaN: the preset's.
+  double gpu_clock_cov = std::numeric_limits<double>::quiet_NaN();
 
   // Node.
   int gpus_per_node = 8;

@@ -90,6 +90,7 @@ const std::vector<Field>& fields() {
       enum_field(
           "gpu", "arch", &ClusterSpec::arch,
           std::array{GpuArch::kVolta, GpuArch::kAmpere, GpuArch::kHopper, GpuArch::kBlackwell}),
+      double_field("gpu", "clock_cov", &ClusterSpec::gpu_clock_cov),
       int_field("node", "gpus", &ClusterSpec::gpus_per_node),
       int_field("node", "nvlink_links", &ClusterSpec::nvlink_links),
       double_field("node", "nvlink_link_GBps", &ClusterSpec::nvlink_link_GBps),
@@ -290,7 +291,9 @@ std::string quoted(std::string_view s) {
 
 std::string format_cluster_yaml(const ClusterSpec& c) {
   std::string out = fmt::format("name: {}\n", quoted(c.name));
-  out += fmt::format("gpu: {{model: {}, arch: {}}}\n", quoted(c.gpu_model), to_string(c.arch));
+  out += fmt::format(
+      "gpu: {{model: {}, arch: {}{}}}\n", quoted(c.gpu_model), to_string(c.arch),
+      std::isnan(c.gpu_clock_cov) ? "" : fmt::format(", clock_cov: {}", c.gpu_clock_cov));
   out += fmt::format(
       "node: {{gpus: {}, nvlink_links: {}, nvlink_link_GBps: {}, nvls: {}, pcie_GBps: {}, "
       "cpu_vendor: {}}}\n",

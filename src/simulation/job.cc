@@ -1,5 +1,6 @@
 #include "simulation/job.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -32,6 +33,9 @@ Result<PreparedJob> read_job(const JobInput& o, bool program_ok) {
   Result<GpuSpec> gpu = gpu_spec(p.job.cluster.gpu_model);
   if (!gpu.is_ok()) return gpu.status().with_context(fmt::format("cluster {}", p.job.cluster.name));
   p.gpu = gpu.value();
+  // The cluster's own chip-to-chip clock spread, where it gives one.
+  if (!std::isnan(p.job.cluster.gpu_clock_cov))
+    p.gpu.sustained_clock_cov = p.job.cluster.gpu_clock_cov;
   if (!p.job.has_model) {
     if (!program_ok)
       return Status::invalid_argument(fmt::format(

@@ -1,5 +1,7 @@
 #include "net/cluster_yaml.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -31,6 +33,7 @@ TEST(ClusterYaml, FormattedSpecsReadBackTheSame) {
   odd.network_latency_us = 0.25;
   odd.cpu_vendor = CpuVendor::kArm;
   odd.rail_optimized = false;
+  odd.gpu_clock_cov = 0.0125;
   ASSERT_TRUE(size_cluster(&odd, 0, 96).is_ok());
   specs.push_back(odd);
   for (const ClusterSpec& c : specs) {
@@ -42,7 +45,22 @@ TEST(ClusterYaml, FormattedSpecsReadBackTheSame) {
     EXPECT_EQ(back->nic_Gbps, c.nic_Gbps);
     EXPECT_EQ(back->num_nodes, c.num_nodes);
     EXPECT_EQ(back->cpu_vendor, c.cpu_vendor);
+    // The clock spread is written only where the cluster gives its own.
+    EXPECT_EQ(text.find("clock_cov") != std::string::npos, !std::isnan(c.gpu_clock_cov)) << text;
+    if (!std::isnan(c.gpu_clock_cov)) EXPECT_EQ(back->gpu_clock_cov, c.gpu_clock_cov);
   }
+}
+
+TEST(ClusterYaml, GpuClockSpreadIsTheClustersOwnOrThePresets) {
+  Result<ClusterSpec> own =
+      parse_cluster_yaml("preset: dgx-h100\ngpu: {clock_cov: 0.01}\nnum_gpus: 64\n", "c.yaml");
+  ASSERT_TRUE(own.is_ok()) << own.status().message();
+  EXPECT_DOUBLE_EQ(own->gpu_clock_cov, 0.01);
+  EXPECT_EQ(own->gpu_model, "H100-SXM5-80GB");  // the rest of gpu from the preset
+  Result<ClusterSpec> none = parse_cluster_yaml("preset: dgx-h100\nnum_gpus: 64\n", "c.yaml");
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_TRUE(std::isnan(none->gpu_clock_cov));
+  EXPECT_TRUE(parse_cluster_yaml("preset: dgx-h100\ngpu: {clock_cov: 0}\n", "c.yaml").is_ok());
 }
 
 TEST(ClusterYaml, CustomWithoutPresetTakesNvlinkFromArch) {
@@ -85,6 +103,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"preset: dgx-h100\ngpu: {arch: pascal}\n",
                 "c.yaml:2:13: gpu.arch: unknown value \"pascal\" (values: volta, ampere, hopper, "
                 "blackwell)"},
+        BadCase{"preset: dgx-h100\ngpu: {clock_cov: 0.2}\n",
+                "c.yaml:2:18: gpu.clock_cov: must be in [0, 0.1] (got 0.2)"},
+        BadCase{"preset: dgx-h100\ngpu: {clock_cov: -0.01}\n",
+                "c.yaml:2:18: gpu.clock_cov: must be in [0, 0.1] (got -0.01)"},
+        BadCase{"preset: dgx-h100\ngpu: {clock_cov: .nan}\n",
+                "c.yaml:2:18: gpu.clock_cov: must be finite (got .nan)"},
         BadCase{"preset: dgx-h100\nnum_gpus: 12\n",
                 "c.yaml:2:11: num_gpus: 12 is not a whole number of 8-GPU nodes"},
         // Found by fuzz/job_yaml: num_gpus was divided by node.gpus 0 (UBSan).

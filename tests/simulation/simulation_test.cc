@@ -50,6 +50,36 @@ TEST(SimulationTest, AJobsSummaryCarriesItsThroughputAndMfu) {
   for (const TraceRecord& r : sim.value().replay.trace) EXPECT_EQ(r.rank, 3);
 }
 
+// The cluster's own chip-to-chip clock spread (gpu.clock_cov) replaces the
+// GPU preset's: 0 runs every chip at the database's pace, a larger one
+// slows the tensor kernels further (compute/slowest_gpu.h).
+TEST(SimulationTest, TheClustersClockSpreadReplacesThePresets) {
+  auto run = [](const std::string& cov) {
+    JobInput input;
+    input.job_path = kJob;
+    input.no_kernel_db = true;
+    if (!cov.empty()) input.sets = {"cluster.gpu.clock_cov=" + cov};
+    Result<PreparedJob> p = prepare_job(input);
+    EXPECT_TRUE(p.is_ok()) << p.status().message();
+    SimulationOptions o;
+    o.models.device = MemorySettings{}.device(p.value().gpu.name).value();
+    Result<JobSimulation> sim = simulate_job(p.value(), o);
+    EXPECT_TRUE(sim.is_ok()) << sim.status().message();
+    return std::make_pair(p.value().gpu.sustained_clock_cov, sim.value().summary);
+  };
+  const auto [preset_cov, preset] = run("");
+  const auto [zero_cov, zero] = run("0");
+  const auto [wide_cov, wide] = run("0.05");
+  EXPECT_DOUBLE_EQ(preset_cov, 0.016);
+  EXPECT_DOUBLE_EQ(zero_cov, 0);
+  EXPECT_DOUBLE_EQ(wide_cov, 0.05);
+  EXPECT_DOUBLE_EQ(zero.slowest_gpu_slowdown, 1);
+  EXPECT_DOUBLE_EQ(wide.clock_cov, 0.05);
+  EXPECT_GT(wide.slowest_gpu_slowdown, preset.slowest_gpu_slowdown);
+  EXPECT_LT(zero.iteration_time, preset.iteration_time);
+  EXPECT_LT(preset.iteration_time, wide.iteration_time);
+}
+
 TEST(SimulationTest, TheSameGraphReplaysToTheSameTimeByEitherEntryPoint) {
   const PreparedJob p = small_job();
   SimulationOptions o;
