@@ -20,7 +20,10 @@ error. Rows that publish peak memory (column memory_gib: the peak of
 torch.cuda.max_memory_reserved() on rank 0, in GiB) get a second table
 against the reserved peak of the role holding rank 0 (the report's
 roles[].peak_reserved_bytes; NCCL and the CUDA context are outside PyTorch's
-count). Pure standard-library Python.
+count). Weak-scaling series (rows whose ids differ only in a trailing
+"-<GPU count>" and that do the same work per GPU) get a third table: the
+measured and predicted step growth from the smallest to the largest scale.
+Pure standard-library Python.
 
     scripts/validate.py                      # all rows
     scripts/validate.py --dry-run            # only match files to CSV rows
@@ -269,6 +272,38 @@ def memory_table(results):
     return lines
 
 
+def weak_scaling_table(results):
+    """Lines comparing measured and predicted step growth along weak-scaling series, or [] if none.
+
+    A series: rows whose id ends in "-<their GPU count>" and is otherwise the same, that
+    simulated, and whose per-GPU work (measured tokens/s/GPU x step) is within 1% of that
+    of the series' smallest row. Growth is from its smallest to its largest GPU count."""
+    series = {}
+    for r in results:
+        m = re.match(r"^(.*)-(\d+)$", r.get("id") or "")
+        if r["status"] != "ok" or not m or int(m.group(2)) != r.get("gpus"):
+            continue
+        series.setdefault(m.group(1), []).append(r)
+    lines = []
+    for name in sorted(series):
+        members = sorted(series[name], key=lambda r: r["gpus"])
+        work = members[0]["work"]
+        members = [r for r in members if abs(r["work"] / work - 1) <= 0.01]
+        if len(members) < 2:
+            continue
+        first, last = members[0], members[-1]
+        measured = error_pct(last["measured_step"], first["measured_step"])
+        predicted = error_pct(last["predicted_step"], first["predicted_step"])
+        lines.append("| %s | %d -> %d | %s | %s |" % (cell(name), first["gpus"], last["gpus"],
+                                                     fmt_err(measured), fmt_err(predicted)))
+    if not lines:
+        return []
+    return (["Weak scaling (the same work per GPU at more GPUs): step time growth from the "
+             "smallest to the largest scale of each series.", "",
+             "| series | GPUs | measured growth % | predicted growth % |", "|---|---|---:|---:|"]
+            + lines)
+
+
 def oom_text(report):
     """'OOM (need X of Y GiB)': the peak device memory the run asked for, of the capacity."""
     memory = (report or {}).get("memory") or {}
@@ -366,6 +401,8 @@ def main(argv=None):
             step = number(report["iteration_time_s"])
             tok = number(report["tokens_per_s_per_gpu"])
             res["step_err"], res["tok_err"] = error_pct(step, measured_step), error_pct(tok, measured_tok)
+            res.update(gpus=int(number(r["gpus"]) or 0), measured_step=measured_step,
+                       predicted_step=step, work=measured_tok * measured_step)
             print("%s %s | %s | %s | %s | %s |" % (head, fmt(step, 3), fmt_err(res["step_err"]),
                                                   r["tokens_per_s_per_gpu"], fmt(tok, 0), fmt_err(res["tok_err"])))
         results.append(res)
@@ -382,11 +419,11 @@ def main(argv=None):
     print()
     for line in split_table(results):
         print(line)
-    memory = memory_table(results)
-    if memory:
-        print()
-        for line in memory:
-            print(line)
+    for table in (memory_table(results), weak_scaling_table(results)):
+        if table:
+            print()
+            for line in table:
+                print(line)
     for i in no_spec:
         print("No job spec for CSV row %s." % i)
     return 1 if failures else 0

@@ -186,6 +186,41 @@ class FakePrismTest(unittest.TestCase):
         self.assertIn("Peak memory over 2 of 3 rows that publish it: mean absolute error 7.5%, "
                       "max 10.0%.", lines)
 
+    def test_weak_scaling_series_by_trailing_gpu_count(self):
+        a = self.table("a.csv", [
+            # A series: 16 -> 2048 GPUs, 1000 tokens per GPU per step in each row.
+            ["S-16", "Nemotron-4 15B", "H100", "BF16", "16", "10", "100"],
+            ["S-64", "Nemotron-4 15B", "H100", "BF16", "64", "10.1", "99.0099"],
+            ["S-2048", "Nemotron-4 15B", "H100", "BF16", "2048", "10.5", "95.2381"],
+            # Twice the work per GPU: not part of the series.
+            ["S-4096", "Nemotron-4 15B", "H100", "BF16", "4096", "20", "100"],
+            # A trailing number that is not the GPU count, and a series of one.
+            ["T1-1", "GPT 1.7B", "A100", "BF16", "32", "1", "1"],
+            ["T1-2", "GPT 3.6B", "A100", "BF16", "64", "1", "1"],
+            ["U-8", "Llama 8B", "H100", "BF16", "8", "1", "1"],
+        ])
+        self.job("S-16", "ok 9 111.1111 15e9 H100-SXM5-80GB")
+        self.job("S-64", "ok 9.05 110.4972 15e9 H100-SXM5-80GB")
+        self.job("S-2048", "ok 9.18 108.9325 15e9 H100-SXM5-80GB")  # +2.0% predicted
+        self.job("S-4096", "ok 30 33.3 15e9 H100-SXM5-80GB")
+        for i in ("T1-1", "T1-2", "U-8"):
+            self.job(i, "ok 1 1 1e9 H100-SXM5-80GB")
+        rc, out, err = self.validate([a])
+        self.assertEqual(rc, 0, out + err)
+        lines = out.splitlines()
+        self.assertIn("| series | GPUs | measured growth % | predicted growth % |", lines)
+        self.assertIn("| S | 16 -> 2048 | +5.0 | +2.0 |", lines)
+        self.assertFalse(any(l.startswith("| T1 |") or l.startswith("| U |") for l in lines), out)
+
+    def test_no_weak_scaling_table_without_a_series(self):
+        a = self.table("a.csv", [["x1", "GPT 1.7B", "A100", "BF16", "8", "1", "1"],
+                                 ["y-8", "GPT 1.7B", "A100", "BF16", "8", "1", "1"]])
+        self.job("x1", "ok 1 1 1e9 A100")
+        self.job("y-8", "ok 1 1 1e9 A100")
+        rc, out, err = self.validate([a])
+        self.assertEqual(rc, 0, out + err)
+        self.assertNotIn("Weak scaling", out)
+
     def test_no_memory_table_without_published_memory(self):
         a = self.table("a.csv", [["x1", "GPT 1.7B", "A100", "BF16", "8", "1", "1"]])
         self.job("x1", "ok 1 1 1e9 A100 30")
