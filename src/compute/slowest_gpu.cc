@@ -30,10 +30,9 @@ double slowest_gpu_slowdown(const GpuSpec& g, int num_gpus) {
   return 1 + g.sustained_clock_cov * expected_max_standard_normal(num_gpus);
 }
 
-GpuSpec at_job_scale(GpuSpec g, int num_gpus) {
-  const double s = slowest_gpu_slowdown(g, num_gpus);
-  g.tensor_sustained_slowdown *= s;
-  g.tensor_fp8_sustained_slowdown *= s;
+GpuSpec slowed_by(GpuSpec g, double slowdown) {
+  g.tensor_sustained_slowdown *= slowdown;
+  g.tensor_fp8_sustained_slowdown *= slowdown;
   return g;
 }
 

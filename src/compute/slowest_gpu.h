@@ -25,7 +25,7 @@ double expected_max_standard_normal(int n);
 double slowest_gpu_slowdown(const GpuSpec& g, int num_gpus);
 
 // `g` with its tensor kernels' sustained slowdowns (bf16 and FP8) multiplied
-// by slowest_gpu_slowdown(g, num_gpus): the GPU a job of that size runs at.
-GpuSpec at_job_scale(GpuSpec g, int num_gpus);
+// by `slowdown`: with slowest_gpu_slowdown(g, N), the GPU a job of N runs at.
+GpuSpec slowed_by(GpuSpec g, double slowdown);
 
 }  // namespace prism

@@ -40,7 +40,7 @@ struct ClusterSpec {
   std::string gpu_model;  // e.g. "H100-SXM5-80GB"; informational
   GpuArch arch = GpuArch::kHopper;
   // The chip-to-chip CoV of the GPUs' sustained clock, this cluster's own
-  // (gpu.clock_cov; e.g. from Megatron's straggler detector), over the GPU
+  // (gpu.clock_cov; e.g. from nvidia-smi clocks under load), over the GPU
   // preset's GpuSpec::sustained_clock_cov; NaN: the preset's.
   double gpu_clock_cov = std::numeric_limits<double>::quiet_NaN();
 

@@ -410,9 +410,11 @@ Role StageBuilder::build(RoleFootprint* footprint) {
 
 Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& model) {
   PRISM_RETURN_IF_ERROR(validate_job(job));
-  const KernelModel kernels(at_job_scale(model.gpu(), job.num_gpus), model.db());
+  // The expectation is integrated once per build (about 1 ms).
+  const double slowdown = slowest_gpu_slowdown(model.gpu(), job.num_gpus);
+  const KernelModel kernels(slowed_by(model.gpu(), slowdown), model.db());
   BuiltJob out;
-  out.slowest_gpu_slowdown = slowest_gpu_slowdown(model.gpu(), job.num_gpus);
+  out.slowest_gpu_slowdown = slowdown;
   ExecutionGraph& g = out.graph;
   g.name = job.name;
   g.cluster = format_cluster_yaml(job.cluster);

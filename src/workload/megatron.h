@@ -72,8 +72,8 @@ struct BuiltJob {
 };
 
 // `job` must have passed validate_job(). Kernel times come from `kernels`,
-// at the job's scale: its GPU at_job_scale(num_gpus) (the slowest of the
-// job's GPUs), with the same database.
+// at the job's scale: its GPU slowed_by(slowest_gpu_slowdown(num_gpus)) (the
+// slowest of the job's GPUs), with the same database.
 Result<BuiltJob> build_megatron(const JobSpec& job, const KernelModel& kernels);
 
 // One tensor a transformer layer keeps from its forward to its backward. The

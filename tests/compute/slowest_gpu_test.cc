@@ -37,19 +37,20 @@ TEST(SlowestGpuTest, HopperRunsAtItsSlowestChipA100AndB200DoNot) {
   EXPECT_NEAR(slowest_gpu_slowdown(h100, 8), 1 + 0.016 * 1.423600, 1e-6);
   EXPECT_NEAR(slowest_gpu_slowdown(h100, 1000), 1 + 0.016 * 3.241436, 1e-6);
 
-  const GpuSpec scaled = at_job_scale(h100, 1000);
+  const GpuSpec scaled = slowed_by(h100, slowest_gpu_slowdown(h100, 1000));
   EXPECT_DOUBLE_EQ(scaled.tensor_sustained_slowdown,
                    h100.tensor_sustained_slowdown * slowest_gpu_slowdown(h100, 1000));
   EXPECT_DOUBLE_EQ(scaled.tensor_fp8_sustained_slowdown,
                    h100.tensor_fp8_sustained_slowdown * slowest_gpu_slowdown(h100, 1000));
   EXPECT_EQ(scaled.hbm_efficiency, h100.hbm_efficiency);  // memory-bound kernels: HBM, not SMs
-  EXPECT_TRUE(validate_gpu_spec(at_job_scale(h100, 16384)).is_ok());
+  EXPECT_TRUE(validate_gpu_spec(slowed_by(h100, slowest_gpu_slowdown(h100, 16384))).is_ok());
 
   for (const char* name : {"A100-SXM4-80GB", "B200-SXM-180GB"}) {
     const GpuSpec g = *gpu_spec(name);
     EXPECT_EQ(g.sustained_clock_cov, 0) << name;
     EXPECT_EQ(slowest_gpu_slowdown(g, 4096), 1) << name;
-    EXPECT_EQ(at_job_scale(g, 4096).tensor_sustained_slowdown, g.tensor_sustained_slowdown);
+    EXPECT_EQ(slowed_by(g, slowest_gpu_slowdown(g, 4096)).tensor_sustained_slowdown,
+              g.tensor_sustained_slowdown);
   }
 }
 
