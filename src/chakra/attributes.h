@@ -36,6 +36,7 @@ inline constexpr std::string_view kPrismFlops = "prism_flops";
 inline constexpr std::string_view kPrismDtype = "prism_dtype";
 inline constexpr std::string_view kPrismRoot = "prism_root";
 inline constexpr std::string_view kPrismGroup = "prism_nccl_group";
+inline constexpr std::string_view kPrismTransport = "prism_transport";
 inline constexpr std::string_view kPrismOp = "prism_op";
 inline constexpr std::string_view kPrismBytes = "prism_bytes";
 inline constexpr std::string_view kPrismAlloc = "prism_alloc";

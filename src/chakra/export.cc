@@ -168,6 +168,8 @@ class Exporter {
                      !is_communication(op.kind) && (stream == "cpu" || stream == "host"));
     chakra::add_int(a, chakra::kStream, op.stream);
     if (op.group != 0) chakra::add_int(a, chakra::kPrismGroup, op.group);
+    if (op.transport != Transport::kNccl)
+      chakra::add_string(a, chakra::kPrismTransport, to_string(op.transport));
     switch (op.kind) {
       case OpKind::kCompute:
         compute(role, rn, i, ppm, &n);

@@ -23,6 +23,16 @@ Status fail(const Place& where, const std::string& why) {
   return Status::invalid_argument(fmt::format("{}: {}", where.str(), why));
 }
 
+// The op's transport from prism_transport, when the node has one.
+Status read_transport(const Attrs& a, const Place& where, Op* op) {
+  PRISM_ASSIGN_OR_RETURN(const auto transport, string_attr(a, kPrismTransport, where));
+  if (!transport) return Status::ok();
+  const auto t = parse_transport(*transport);
+  if (!t) return fail(where, fmt::format("unknown {} '{}'", kPrismTransport, *transport));
+  op->transport = *t;
+  return Status::ok();
+}
+
 // The op's dtype from prism_dtype, when the node has one.
 Status read_dtype(const Attrs& a, const Place& where, Op* op) {
   PRISM_ASSIGN_OR_RETURN(const auto dtype, string_attr(a, kPrismDtype, where));
@@ -188,6 +198,7 @@ Status ProgramBuilder::collective(const Node& n, const Place& where, Op* op) {
   op->collective = *kind;
   PRISM_ASSIGN_OR_RETURN(op->bytes, bytes_attr(a, kCommSize, where, true));
   PRISM_RETURN_IF_ERROR(read_dtype(a, where, op));
+  PRISM_RETURN_IF_ERROR(read_transport(a, where, op));
   PRISM_ASSIGN_OR_RETURN(const auto root, int_attr(a, kPrismRoot, where));
   if (root && (*root < 0 || *root > std::numeric_limits<std::int32_t>::max()))
     return fail(where, fmt::format("root {} is out of range", *root));
@@ -245,6 +256,7 @@ Status ProgramBuilder::p2p(const Node& n, const Place& where, Op* op) {
   op->arg = static_cast<std::int32_t>(tag.value_or(0));
   PRISM_ASSIGN_OR_RETURN(op->bytes, bytes_attr(a, kCommSize, where, true));
   PRISM_RETURN_IF_ERROR(read_dtype(a, where, op));
+  PRISM_RETURN_IF_ERROR(read_transport(a, where, op));
   const auto p = static_cast<Rank>(*peer);
   const auto [it, added] =
       peer_index_.try_emplace(p, static_cast<std::int32_t>(program_.peers.size()));

@@ -32,6 +32,11 @@ constexpr std::array<std::pair<KernelClass, std::string_view>, 4> kKernelClasses
     {KernelClass::kOther, "other"},
 }};
 
+constexpr std::array<std::pair<Transport, std::string_view>, 2> kTransports{{
+    {Transport::kNccl, "nccl"},
+    {Transport::kUserbuffers, "userbuffers"},
+}};
+
 }  // namespace
 
 bool is_communication(OpKind k) {
@@ -46,6 +51,12 @@ std::string_view to_string(MarkerKind k) {
 }
 std::string_view to_string(KernelClass k) {
   return internal::enum_name(k, kKernelClasses);
+}
+std::string_view to_string(Transport t) {
+  return internal::enum_name(t, kTransports);
+}
+std::optional<Transport> parse_transport(std::string_view s) {
+  return internal::parse_enum(s, kTransports);
 }
 std::optional<OpKind> parse_op_kind(std::string_view s) {
   return internal::parse_enum(s, kOpKinds);

@@ -43,6 +43,13 @@ struct KernelCost {
 
 inline constexpr std::int32_t kNone = -1;
 
+// What carries a communication op: NCCL (its kernels hold SMs while the
+// transfer runs, and NCCL allocates its buffers and connections), or
+// Transformer Engine's userbuffers (TP communication overlap: buffers
+// registered once by the program, the copy engines or the few SMs the
+// program set aside; the replay charges neither).
+enum class Transport : std::uint8_t { kNccl, kUserbuffers };
+
 struct Op {
   OpKind kind = OpKind::kCompute;
   CollectiveKind collective = CollectiveKind::kAllReduce;  // kCollective
@@ -64,6 +71,7 @@ struct Op {
   // stream with the same nonzero group start together and the stream moves on
   // when all of them are done.
   std::uint32_t group = 0;
+  Transport transport = Transport::kNccl;  // kCollective, kSend, kRecv
   // Explicit dependencies: Role::deps[deps_begin, deps_end) are indices of
   // earlier-or-later ops of the same role that must complete first. Event waits
   // are resolved at load time into one such dependency on their record.
@@ -81,8 +89,10 @@ inline constexpr int kMaxRecordStream = 30;
 std::string_view to_string(OpKind k);
 std::string_view to_string(MarkerKind k);
 std::string_view to_string(KernelClass k);
+std::string_view to_string(Transport t);
 std::optional<OpKind> parse_op_kind(std::string_view s);
 std::optional<MarkerKind> parse_marker_kind(std::string_view s);
 std::optional<KernelClass> parse_kernel_class(std::string_view s);
+std::optional<Transport> parse_transport(std::string_view s);
 
 }  // namespace prism

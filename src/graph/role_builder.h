@@ -47,6 +47,7 @@ class RoleBuilder {
   // Sets the NCCL group of op `op` (consecutive communication ops of a stream
   // with the same nonzero group start together).
   void set_group(int op, std::uint32_t group) { role_.ops[op].group = group; }
+  void set_transport(int op, Transport t) { role_.ops[op].transport = t; }
   // Sets the element type of send or receive `op` (bf16 unless set).
   void set_dtype(int op, DType dtype) { role_.ops[op].dtype = dtype; }
   // Adds explicit dependencies to the most recently added op.

@@ -21,9 +21,9 @@ constexpr std::int64_t kMaxI64 = std::numeric_limits<std::int64_t>::max();
 // Every field any op may carry; a field from this list on the wrong kind of
 // op gets a more helpful message than "unknown field".
 constexpr std::string_view kOpFields[] = {
-    "kind",       "stream", "name",  "deps",   "duration_ns", "cost",
-    "collective", "slot",   "bytes", "dtype",  "root",        "group",
-    "tag",        "alloc",  "event", "marker", "index",       "record_streams"};
+    "kind",  "stream", "name",  "deps",           "duration_ns", "cost", "collective",
+    "slot",  "bytes",  "dtype", "root",           "group",       "tag",  "alloc",
+    "event", "marker", "index", "record_streams", "transport"};
 
 bool field_applies(OpKind kind, std::string_view f) {
   if (f == "kind" || f == "stream" || f == "name" || f == "deps") return true;
@@ -32,10 +32,11 @@ bool field_applies(OpKind kind, std::string_view f) {
       return f == "duration_ns" || f == "cost";
     case OpKind::kCollective:
       return f == "collective" || f == "slot" || f == "bytes" || f == "dtype" || f == "root" ||
-             f == "group";
+             f == "group" || f == "transport";
     case OpKind::kSend:
     case OpKind::kRecv:
-      return f == "slot" || f == "bytes" || f == "dtype" || f == "tag" || f == "group";
+      return f == "slot" || f == "bytes" || f == "dtype" || f == "tag" || f == "group" ||
+             f == "transport";
     case OpKind::kAlloc:
       return f == "bytes";
     case OpKind::kFree:
@@ -151,6 +152,8 @@ Status read_comm(RoleReader& rr, const Json& j, const JsonPath& path, Op* op) {
                          get_enum<DType>(j, "dtype", path, "dtype", parse_dtype, DType::kBFloat16));
   PRISM_ASSIGN_OR_RETURN(std::int64_t group, get_int_or(j, "group", path, 0, kMaxU32, 0));
   op->group = static_cast<std::uint32_t>(group);
+  PRISM_ASSIGN_OR_RETURN(op->transport, get_enum<Transport>(j, "transport", path, "transport",
+                                                            parse_transport, Transport::kNccl));
   if (op->kind == OpKind::kCollective) {
     PRISM_ASSIGN_OR_RETURN(
         op->collective,
@@ -327,6 +330,7 @@ Json op_to_json(const Role& role, std::size_t index, const std::vector<CommSlot>
       if (op.dtype != DType::kBFloat16) j["dtype"] = to_string(op.dtype);
       if (op.arg != 0) j[op.kind == OpKind::kCollective ? "root" : "tag"] = op.arg;
       if (op.group != 0) j["group"] = op.group;
+      if (op.transport != Transport::kNccl) j["transport"] = to_string(op.transport);
       break;
     case OpKind::kAlloc:
       j["bytes"] = op.bytes.count;

@@ -242,7 +242,8 @@ void Engine::arrive_collective(std::uint32_t s, std::uint16_t st, std::int32_t o
   InFlight rec;
   rec.comm = comm;
   rec.seq = seq;
-  if (models_.nccl != nullptr) {
+  rec.nccl = op.transport == Transport::kNccl;
+  if (models_.nccl != nullptr && rec.nccl) {
     const NcclMemory::GroupConnect g =
         models_.nccl->connect_group(comm, models_.nccl->collective_need(t));
     if (g.bytes != 0 || g.init) {
@@ -275,19 +276,23 @@ void Engine::post_p2p(std::uint32_t s, std::uint16_t st, std::int32_t oi, const 
   t.num_nodes = g_.layout.node_of(src) == g_.layout.node_of(dst) ? 1 : 2;
   t.max_ranks_per_node = 3 - t.num_nodes;
   t.multiplicity = fold_.class_size[m.send.srank];
-  if (models_.nccl != nullptr) {
+  const bool nccl = op.transport == Transport::kNccl;
+  if (models_.nccl != nullptr && nccl) {
     add_nccl(m.send, models_.nccl->on_transfer(static_cast<std::uint32_t>(m.send.srank), dst, t));
     add_nccl(m.recv, models_.nccl->on_transfer(static_cast<std::uint32_t>(m.recv.srank), src, t));
   }
   InFlight rec;
   rec.collective = false;
   rec.match = m;
+  rec.nccl = nccl;
   start_transfer(t, rec, {m.send, m.recv});
 }
 
 void Engine::start_transfer(const Transfer& t, InFlight rec, const std::vector<Arrival>& arrivals) {
   rec.start = now_;
-  if (options_.sm_count > 0) rec.sms = models_.network->sms_held(t);
+  // Userbuffers' copies and kernels are the program's own (its graph charges
+  // the GEMMs beside them); only NCCL's kernels take SMs here.
+  if (options_.sm_count > 0 && rec.nccl) rec.sms = models_.network->sms_held(t);
   for (const Arrival& a : arrivals) {
     account(sranks_[a.srank], 0, +1);
     sranks_[a.srank].nccl_sms += rec.sms;

@@ -98,7 +98,8 @@ class Engine {
     std::int64_t seq = 0;
     P2PRendezvous::Match match;
     SimTime start;
-    int sms = 0;  // each member's NCCL kernel holds this many SMs
+    int sms = 0;       // each member's NCCL kernel holds this many SMs
+    bool nccl = true;  // carried by NCCL (Op::transport)
   };
 
   void build_role_tables();

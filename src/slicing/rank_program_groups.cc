@@ -80,7 +80,7 @@ std::uint64_t op_hash(std::uint64_t h, const Op& op) {
   const std::uint64_t small =
       static_cast<std::uint64_t>(op.kind) | static_cast<std::uint64_t>(op.collective) << 8 |
       static_cast<std::uint64_t>(op.dtype) << 16 | static_cast<std::uint64_t>(op.marker) << 24 |
-      static_cast<std::uint64_t>(op.stream) << 32;
+      static_cast<std::uint64_t>(op.stream) << 32 | static_cast<std::uint64_t>(op.transport) << 48;
   h = mix(h, small);
   h = mix(h, static_cast<std::uint32_t>(op.ref) | std::uint64_t{static_cast<std::uint32_t>(op.arg)}
                                                       << 32);
@@ -94,7 +94,7 @@ std::uint64_t op_hash(std::uint64_t h, const Op& op) {
 bool same_op(const Op& a, const Op& b) {
   return a.kind == b.kind && a.collective == b.collective && a.dtype == b.dtype &&
          a.marker == b.marker && a.stream == b.stream && a.ref == b.ref && a.arg == b.arg &&
-         a.name == b.name && a.cost == b.cost && a.group == b.group &&
+         a.name == b.name && a.cost == b.cost && a.group == b.group && a.transport == b.transport &&
          a.deps_begin == b.deps_begin && a.deps_end == b.deps_end && a.duration == b.duration &&
          a.bytes == b.bytes;
 }

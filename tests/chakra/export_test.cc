@@ -91,6 +91,7 @@ TEST_F(ChakraExportTest, EveryOpIsANodeWithItsAttributes) {
   EXPECT_EQ(int_of(send, chakra::kCommDst), 0);
   EXPECT_EQ(int_of(send, chakra::kCommTag), 3);
   EXPECT_EQ(int_of(send, chakra::kPrismGroup), 1);
+  EXPECT_EQ(string_of(send, chakra::kPrismTransport), "userbuffers");
   const Node& recv = *f.nodes[9];
   EXPECT_EQ(recv.type(), ChakraProtoMsg::COMM_RECV_NODE);
   EXPECT_EQ(int_of(recv, chakra::kCommSrc), 0);

@@ -280,6 +280,10 @@ TEST_F(ChakraImportTest, RejectsMalformedPrismAttributes) {
   chakra::add_string(typed.mutable_attr(), chakra::kPrismDtype, "fp7");
   trace(0, {typed});
   EXPECT_EQ(error(), file(0) + ": node 0: unknown dtype 'fp7'");
+  Node carried = coll(0, ChakraProtoMsg::ALL_REDUCE, 8, "");
+  chakra::add_string(carried.mutable_attr(), chakra::kPrismTransport, "pigeon");
+  trace(0, {carried});
+  EXPECT_EQ(error(), file(0) + ": node 0: unknown prism_transport 'pigeon'");
   Node sized = node(0, ChakraProtoMsg::COMM_COLL_NODE);
   chakra::add_int(sized.mutable_attr(), chakra::kCommType, 0);
   chakra::add_string(sized.mutable_attr(), chakra::kCommSize, "big");

@@ -44,6 +44,7 @@ void expect_same_program(const ExecutionGraph& a, const ExecutionGraph& b, Rank 
     EXPECT_EQ(x.bytes, y.bytes);
     EXPECT_EQ(x.arg, y.arg);
     EXPECT_EQ(x.group, y.group);
+    EXPECT_EQ(x.transport, y.transport);
     EXPECT_EQ(x.cost == kNone, y.cost == kNone);
     if (x.name != kNone) {
       EXPECT_EQ(ra.names[x.name], rb.names[y.name]);
@@ -98,6 +99,7 @@ TEST(ChakraRoundTripTest, EveryOpKindComesBack) {
   EXPECT_EQ(role.costs[role.ops[7].cost].kernel_class, KernelClass::kGemm);
   EXPECT_EQ(role.costs[role.ops[7].cost].flops, 1e12);
   EXPECT_EQ(role.ops[6].arg, 1 << 1);  // recorded on the comm stream
+  EXPECT_EQ(role.ops[8].transport, Transport::kUserbuffers);
   EXPECT_EQ(testing::run(g).makespan, testing::run(back.value()).makespan);
 }
 

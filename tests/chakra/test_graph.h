@@ -9,7 +9,7 @@ namespace prism::chakra_test {
 // Both ranks: an iteration marker, an activation alloc, a 1.5 us forward, an
 // event handing over to the comm stream, an fp32 all-reduce over the world, a
 // free recorded on the comm stream, a GEMM with a kernel cost, and a grouped
-// send/recv exchange with the other rank.
+// send/recv exchange with the other rank, carried by userbuffers.
 inline ExecutionGraph small_graph() {
   RoleBuilder b("r", {"compute", "comm"});
   b.marker(0, MarkerKind::kIteration, 0);                                                 // 0
@@ -22,6 +22,8 @@ inline ExecutionGraph small_graph() {
   b.compute_cost(0, KernelCost{KernelClass::kGemm, 1e12, Bytes{1'000'000'000}}, "gemm");  // 7
   b.set_group(b.send(1, 1, Bytes{256}, 3), 1);                                            // 8
   b.set_group(b.recv(1, 1, Bytes{256}, 3), 1);                                            // 9
+  b.set_transport(8, Transport::kUserbuffers);
+  b.set_transport(9, Transport::kUserbuffers);
   b.add_deps({7});
   b.marker(0, MarkerKind::kIterationEnd, 1);  // 10
   ExecutionGraph g = testing::make_graph(

@@ -89,9 +89,14 @@ TEST(GraphJsonErrorsTest, FieldOfAnotherOpKind) {
               HasSubstr("/roles/0/ops/1: field \"tag\" does not apply to a collective op"));
   EXPECT_THAT(error_of(with("\"duration_ns\": 10", "\"duration_ns\": 10, \"group\": 1")),
               HasSubstr("/roles/0/ops/0: field \"group\" does not apply to a compute op"));
+  EXPECT_THAT(error_of(with("\"duration_ns\": 10", "\"duration_ns\": 10, \"transport\": \"nccl\"")),
+              HasSubstr("/roles/0/ops/0: field \"transport\" does not apply to a compute op"));
 }
 
 TEST(GraphJsonErrorsTest, UnknownEnumNamesListValidOnes) {
+  EXPECT_THAT(error_of(with("\"bytes\": 64", "\"bytes\": 64, \"transport\": \"nvshmem\"")),
+              HasSubstr("/roles/0/ops/1/transport: unknown transport \"nvshmem\" (valid: nccl, "
+                        "userbuffers)"));
   EXPECT_THAT(error_of(with("\"all_reduce\"", "\"allreduce\"")),
               HasSubstr("/roles/0/ops/1/collective: unknown collective \"allreduce\" (valid: "
                         "all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, "

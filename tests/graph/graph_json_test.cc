@@ -85,7 +85,7 @@ constexpr const char* kEveryKind = R"({
     {"kind": "compute", "stream": "a", "name": "k", "duration_ns": 7},
     {"kind": "compute", "stream": "b", "cost": {"class": "attention", "flops": 2.5, "bytes": 9}},
     {"kind": "collective", "stream": "b", "collective": "broadcast", "slot": "all", "bytes": 16, "dtype": "fp8_e4m3", "root": 1, "group": 3},
-    {"kind": "send", "stream": "b", "slot": "other", "bytes": 100, "tag": 4, "dtype": "fp32", "group": 2},
+    {"kind": "send", "stream": "b", "slot": "other", "bytes": 100, "tag": 4, "dtype": "fp32", "group": 2, "transport": "userbuffers"},
     {"kind": "recv", "stream": "b", "slot": "other", "bytes": 100, "tag": 4, "group": 2},
     {"kind": "alloc", "stream": "a", "bytes": 300},
     {"kind": "free", "stream": "a", "alloc": 5, "record_streams": ["b"]},
@@ -117,6 +117,8 @@ TEST(GraphJsonTest, ParsesEveryOpKind) {
   EXPECT_EQ(r.ops[3].arg, 4);
   EXPECT_EQ(r.ops[3].ref, 1);
   EXPECT_EQ(r.ops[3].dtype, DType::kFloat32);
+  EXPECT_EQ(r.ops[3].transport, Transport::kUserbuffers);
+  EXPECT_EQ(r.ops[2].transport, Transport::kNccl);  // default
   EXPECT_EQ(r.ops[4].kind, OpKind::kRecv);
   EXPECT_EQ(r.ops[4].dtype, DType::kBFloat16);  // default
   EXPECT_EQ(r.ops[5].bytes.count, 300);

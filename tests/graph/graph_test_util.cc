@@ -11,10 +11,10 @@ namespace {
 std::string dump_op(const Op& op) {
   return fmt::format(
       "kind={} coll={} dtype={} marker={} stream={} ref={} arg={} name={} cost={} group={} "
-      "deps=[{},{}) dur={} bytes={}",
+      "transport={} deps=[{},{}) dur={} bytes={}",
       to_string(op.kind), to_string(op.collective), to_string(op.dtype), to_string(op.marker),
-      op.stream, op.ref, op.arg, op.name, op.cost, op.group, op.deps_begin, op.deps_end,
-      op.duration.ns, op.bytes.count);
+      op.stream, op.ref, op.arg, op.name, op.cost, op.group, to_string(op.transport), op.deps_begin,
+      op.deps_end, op.duration.ns, op.bytes.count);
 }
 
 std::string dump_role(const Role& role) {

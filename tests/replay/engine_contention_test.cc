@@ -32,16 +32,17 @@ class HoldingNetwork final : public NetworkModel {
 // Two ranks: an all-reduce of 1000 B on "comm" (0 to 1000 ns), on "compute"
 // a kernel of 100 ns, one of 100 ns while the all-reduce moves data, and one
 // after it (depends on it).
-ExecutionGraph overlapped() {
+ExecutionGraph overlapped(Transport transport = Transport::kNccl) {
   RoleBuilder b("r", {"compute", "comm"});
   const int ar = b.collective(1, 0, CollectiveKind::kAllReduce, Bytes{1000});
+  b.set_transport(ar, transport);
   b.compute(0, SimTime{100}, "before");
   b.compute(0, SimTime{100}, "during");
   b.compute(0, SimTime{100}, "after", {ar});
   return make_graph({{"dp", 2}}, 8, {group_slot("dp", {0})}, {std::move(b).build()}, {0, 0});
 }
 
-ReplayResult run_with(int sm_count, int held, bool fold) {
+ReplayResult run_with(int sm_count, int held, bool fold, Transport transport = Transport::kNccl) {
   HoldingNetwork network(held);
   RooflineModel compute;
   AllocatorMemoryModel memory(DeviceMemoryOptions{});
@@ -49,7 +50,8 @@ ReplayResult run_with(int sm_count, int held, bool fold) {
   opts.fold = fold;
   opts.trace_ranks = {0, 1};
   opts.sm_count = sm_count;
-  Result<ReplayResult> r = replay(overlapped(), opts, ReplayModels{&network, &compute, &memory});
+  Result<ReplayResult> r =
+      replay(overlapped(transport), opts, ReplayModels{&network, &compute, &memory});
   EXPECT_TRUE(r.is_ok()) << r.status().message();
   return std::move(r).value();
 }
@@ -77,6 +79,13 @@ TEST(EngineContentionTest, NoContentionWithoutAnSmCountOrHeldSms) {
     const ReplayResult r = run_with(sms, held, false);
     EXPECT_EQ(end_of(r, 0, 2).ns, 200) << sms << " " << held;
   }
+}
+
+// Transformer Engine's userbuffers are not NCCL: the graph carries their SMs.
+TEST(EngineContentionTest, UserbuffersHoldNoSms) {
+  const ReplayResult r = run_with(132, 33, false, Transport::kUserbuffers);
+  EXPECT_EQ(end_of(r, 0, 2).ns, 200);
+  EXPECT_EQ(end_of(r, 0, 3).ns, 1100);  // the transfer is timed as before
 }
 
 TEST(EngineContentionTest, FoldedEqualsUnfolded) {

@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "net/cluster_spec.h"
+#include "net/nccl_tuner.h"
+#include "replay/nccl_memory.h"
 #include "test_graphs.h"
 
 namespace prism {
@@ -168,6 +171,30 @@ TEST(EngineMemoryTest, TracedRanksGetMemorySamples) {
   EXPECT_EQ(r.memory_trace[1].at.ns, 1000);
   EXPECT_EQ(r.memory_trace[1].allocated.count, 0);
   EXPECT_EQ(r.memory_trace[1].reserved.count, 20 * kMiB);  // cached
+}
+
+// NCCL allocates for the transfers it carries; Transformer Engine's
+// userbuffers (TP overlap) use the program's own buffers.
+TEST(EngineMemoryTest, UserbuffersTransfersTakeNoNcclMemory) {
+  ClusterSpec c = *cluster_preset("dgx-h100");
+  ASSERT_TRUE(size_cluster(&c, 0, 1).is_ok());
+  const NcclTuner tuner(c);
+  auto nccl_bytes = [&](Transport transport) {
+    RoleBuilder b("r", {"main"});
+    b.set_transport(b.collective(0, 0, CollectiveKind::kReduceScatter, Bytes{1 << 20}), transport);
+    const auto g = make_graph({{"tp", 4}}, 8, {testing::group_slot("tp", {0})},
+                              {std::move(b).build()}, {0, 0, 0, 0});
+    AlphaBetaModel network(testing::unit_network());
+    RooflineModel compute;
+    AllocatorMemoryModel memory(DeviceMemoryOptions{});
+    NcclMemory nccl(tuner);
+    Result<ReplayResult> r =
+        replay(g, ReplayOptions{}, ReplayModels{&network, &compute, &memory, &nccl});
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    return r.is_ok() ? r->roles[0].max.nccl.count : -1;
+  };
+  EXPECT_GT(nccl_bytes(Transport::kNccl), 0);
+  EXPECT_EQ(nccl_bytes(Transport::kUserbuffers), 0);
 }
 
 }  // namespace
