@@ -19,6 +19,7 @@
 #include "net/cluster_spec.h"
 #include "util/status.h"
 #include "workload/software.h"
+#include "workload/tp_overlap_cfg.h"
 
 namespace prism {
 
@@ -235,6 +236,9 @@ struct ParallelSpec {
   bool tp_comm_overlap_rs = true;
   bool tp_comm_bulk_dgrad = true;
   bool tp_comm_bulk_wgrad = true;
+  // Megatron's --tp-comm-overlap-cfg: Transformer Engine's userbuffers
+  // settings per GEMM (method, SMs, splits), over TE's defaults.
+  TpCommOverlapCfg tp_comm_overlap_cfg;
 };
 
 struct JobSpec {

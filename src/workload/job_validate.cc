@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "compute/gpu_spec.h"
 #include "workload/job_limits.h"
 #include "workload/job_spec.h"
 #include "workload/software.h"
@@ -468,6 +469,15 @@ Status validate_training(const JobSpec& j) {
     return fail("parallelism.tp_comm_overlap",
                 "needs parallelism.sequence_parallel (Megatron's rule: the overlap replaces "
                 "sequence parallelism's all-gathers and reduce-scatters)");
+  if (!j.parallelism.tp_comm_overlap_cfg.empty()) {
+    if (!j.parallelism.tp_comm_overlap)
+      return fail("parallelism.tp_comm_overlap_cfg",
+                  "configures parallelism.tp_comm_overlap, which is off");
+    const Result<GpuSpec> gpu = gpu_spec(j.cluster.gpu_model);
+    const Status s = validate_tp_comm_overlap_cfg(j.parallelism.tp_comm_overlap_cfg, j.tp(),
+                                                  gpu.is_ok() ? gpu->num_sms : 0);
+    if (!s.is_ok()) return fail("parallelism.tp_comm_overlap_cfg", s.message());
+  }
   // ModelParallelConfig.__post_init__: "Cannot defer embedding wgrad compute
   // when pipeline model parallel is not used"; "Wgrad deferral limit should
   // be greater than or equal to 0 when it is enabled!". Its third rule,

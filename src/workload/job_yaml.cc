@@ -89,6 +89,8 @@ Status read_value(const YAML::Node& n, T* out) {
       }
     }
     PRISM_ASSIGN_OR_RETURN(*out, parse_recompute_modules(names));
+  } else if constexpr (std::is_same_v<T, TpCommOverlapCfg>) {
+    PRISM_ASSIGN_OR_RETURN(*out, parse_tp_comm_overlap_cfg(n));
   } else if constexpr (std::is_same_v<T, double>) {
     PRISM_ASSIGN_OR_RETURN(*out, scalar<double>(n, "a number"));
   } else if constexpr (std::is_enum_v<T>) {
@@ -214,6 +216,7 @@ const std::vector<Field>& fields() {
       field("parallelism", "tp_comm_overlap_rs", &J::parallelism, &P::tp_comm_overlap_rs),
       field("parallelism", "tp_comm_bulk_dgrad", &J::parallelism, &P::tp_comm_bulk_dgrad),
       field("parallelism", "tp_comm_bulk_wgrad", &J::parallelism, &P::tp_comm_bulk_wgrad),
+      field("parallelism", "tp_comm_overlap_cfg", &J::parallelism, &P::tp_comm_overlap_cfg),
       field("software", "nemo", &J::software, &SoftwareSpec::nemo),
       field("software", "megatron_core", &J::software, &SoftwareSpec::megatron_core),
       field("software", "transformer_engine", &J::software, &SoftwareSpec::transformer_engine),

@@ -63,11 +63,13 @@ int StageBuilder::collective(CollectiveKind kind, std::uint16_t stream, int slot
 }
 
 void StageBuilder::p2p(OpKind kind, std::uint16_t stream, int slot, std::int64_t bytes,
-                       std::int32_t tag, std::string_view name, std::uint32_t group) {
+                       std::int32_t tag, std::string_view name, std::uint32_t group,
+                       Transport transport) {
   PRISM_CHECK(kind == OpKind::kSend || kind == OpKind::kRecv, "p2p of a non-transfer");
   const int i = kind == OpKind::kSend ? b_.send(stream, slot, Bytes{bytes}, tag, name)
                                       : b_.recv(stream, slot, Bytes{bytes}, tag, name);
   b_.set_group(i, group);
+  b_.set_transport(i, transport);
 }
 
 void StageBuilder::record(std::uint16_t stream, std::string_view event) {
@@ -86,8 +88,10 @@ void StageBuilder::ring_exchange(const Ring& ring, int steps,
     const bool more = i + 1 < steps;
     if (more) {
       const std::uint32_t group = next_group_++;
-      p2p(OpKind::kSend, ring.stream, ring.next, ring.bytes, ring.tag, ring.send, group);
-      p2p(OpKind::kRecv, ring.stream, ring.prev, ring.bytes, ring.tag, ring.recv, group);
+      p2p(OpKind::kSend, ring.stream, ring.next, ring.bytes, ring.tag, ring.send, group,
+          ring.transport);
+      p2p(OpKind::kRecv, ring.stream, ring.prev, ring.bytes, ring.tag, ring.recv, group,
+          ring.transport);
       record(ring.stream, ring.arrived);
     }
     step(i);

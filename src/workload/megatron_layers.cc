@@ -66,7 +66,7 @@ int StageBuilder::mlp_forward(const MlpShape& m) {
   }
   save(p + "fc1_output");
   if (ub && x_.ub_ag) {
-    ring_all_gather_gemm(m.tokens, m.f_out, x_.h, "fc1_fwd");
+    ring_all_gather_gemm(m.tokens, m.f_out, x_.h, "fc1_fwd", UbGemm::kFc1Fprop);
   } else {
     gemm_fwd(m.tokens, m.f_out, x_.h, p + "fc1_fwd", m.batch);
   }
@@ -76,7 +76,7 @@ int StageBuilder::mlp_forward(const MlpShape& m) {
       kBf16 * rows * (m.f_out + m.f_in));
   fp8_cast(p + "fp8_cast_fc2_input", rows * m.f_in);
   if (ub && x_.ub_rs) {  // FC2's partial sums stay in the userbuffer
-    gemm_pipelined_reduce_scatter(m.tokens, x_.h, m.f_in, "fc2_fwd", kFc2FpropSms);
+    gemm_reduce_scatter(m.tokens, x_.h, m.f_in, "fc2_fwd", UbGemm::kFc2Fprop);
     return -1;
   }
   int out = alloc(kBf16 * rows * x_.h, p + "fc2_output");
@@ -118,7 +118,7 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
   const int grad_act = alloc(kBf16 * rows * m.f_in, "grad." + p + "act_output");
   fp8_cast("fp8_cast_grad", (m.tensor_parallel && x_.sp ? x_.Tsp : rows) * x_.h);
   if (ub && x_.ub_ag) {
-    ring_all_gather_gemm(m.tokens, m.f_in, x_.h, "fc2_dgrad");
+    ring_all_gather_gemm(m.tokens, m.f_in, x_.h, "fc2_dgrad", UbGemm::kFc2Dgrad);
     kernel(wgrad_gemm(m.f_in, x_.h, m.tokens, x_.gemm_dtype), "fc2_wgrad");
   } else {
     if (m.tensor_parallel) tp_output_bwd();
@@ -133,8 +133,8 @@ int StageBuilder::mlp_backward(const MlpShape& m, int grad_output) {
   free(grad_act);
   fp8_cast("fp8_cast_grad", rows * m.f_out);
   if (ub) {
-    const int grad_input = column_parallel_backward("fc1", m.tokens, m.f_out, x_.h, kFc1DgradSms,
-                                                    kFc1WgradSms, grad_fc1);
+    const int grad_input = column_parallel_backward("fc1", m.tokens, m.f_out, x_.h,
+                                                    UbGemm::kFc1Dgrad, UbGemm::kFc1Wgrad, grad_fc1);
     if (!m.input.empty()) release(m.input);
     return grad_input;
   }
@@ -157,7 +157,7 @@ void StageBuilder::attention_forward() {
   fp8_cast("fp8_cast_qkv_input", x_.Tsp * x_.h);
   if (x_.ub_ag) {
     save("qkv");
-    ring_all_gather_gemm(x_.T, x_.qkv_out, x_.h, "qkv_fwd");
+    ring_all_gather_gemm(x_.T, x_.qkv_out, x_.h, "qkv_fwd", UbGemm::kQkvFprop);
   } else {
     const int gathered = gathered_input("qkv_input");
     tp_input_fwd();
@@ -171,7 +171,7 @@ void StageBuilder::attention_forward() {
   fp8_cast("fp8_cast_attn_out", x_.T * x_.attn_out);
   int out = -1;
   if (x_.ub_rs) {  // the partial sums stay in the userbuffer
-    gemm_pipelined_reduce_scatter(x_.T, x_.h, x_.attn_out, "proj_fwd", kProjFpropSms);
+    gemm_reduce_scatter(x_.T, x_.h, x_.attn_out, "proj_fwd", UbGemm::kProjFprop);
   } else {
     out = alloc(kBf16 * x_.T * x_.h, "proj_output");
     gemm_fwd(x_.T, x_.h, x_.attn_out, "proj_fwd");
@@ -233,7 +233,7 @@ int StageBuilder::attention_backward() {
   const int grad_attn = alloc(kBf16 * x_.T * x_.attn_out, "grad.attn_out");
   fp8_cast("fp8_cast_grad", x_.Tsp * x_.h);
   if (x_.ub_ag) {
-    ring_all_gather_gemm(x_.T, x_.attn_out, x_.h, "proj_dgrad");
+    ring_all_gather_gemm(x_.T, x_.attn_out, x_.h, "proj_dgrad", UbGemm::kProjDgrad);
     kernel(wgrad_gemm(x_.attn_out, x_.h, x_.T, x_.gemm_dtype), "proj_wgrad");
   } else {
     tp_output_bwd();
@@ -246,8 +246,8 @@ int StageBuilder::attention_backward() {
   rope(true);
   fp8_cast("fp8_cast_grad", x_.T * x_.qkv_out);
   if (x_.ub) {
-    const int grad_in = column_parallel_backward("qkv", x_.T, x_.qkv_out, x_.h, kQkvDgradSms,
-                                                 kQkvWgradSms, grad_qkv);
+    const int grad_in = column_parallel_backward("qkv", x_.T, x_.qkv_out, x_.h, UbGemm::kQkvDgrad,
+                                                 UbGemm::kQkvWgrad, grad_qkv);
     release("qkv_input");
     return grad_in;
   }

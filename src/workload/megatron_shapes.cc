@@ -23,6 +23,8 @@ Dims make_dims(const JobSpec& job) {
   x.ub_rs = x.ub && par.tp_comm_overlap_rs;
   x.ub_bulk_dgrad = x.ub && par.tp_comm_bulk_dgrad;
   x.ub_bulk_wgrad = x.ub && par.tp_comm_bulk_wgrad;
+  for (int i = 0; i < kNumUbGemms; ++i)
+    x.ub_cfg[i] = ub_resolve(par.tp_comm_overlap_cfg, static_cast<UbGemm>(i), x.t);
   x.h = m.hidden_size;
   x.hq = m.num_attention_heads;
   x.hkv = m.query_groups();

@@ -4,6 +4,7 @@
 // tests reach it through the graph and layer_activation_bytes().
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct Dims {
   // tp_comm_overlap (with SP): which of Transformer Engine's userbuffers
   // overlaps run (workload/megatron_tp_overlap.cc).
   bool ub = false, ub_ag = false, ub_rs = false, ub_bulk_dgrad = false, ub_bulk_wgrad = false;
+  // Each GEMM's userbuffers settings (TE's defaults under the job's
+  // tp_comm_overlap_cfg), indexed by UbGemm.
+  std::array<UbGemmConfig, kNumUbGemms> ub_cfg{};
+  const UbGemmConfig& ub_of(UbGemm g) const { return ub_cfg[static_cast<int>(g)]; }
   bool bias;  // GPT-style linear biases and learned positions
   bool rope;  // rotary position embeddings (every model but GPT-style)
   // FP8: TE's cast(-transpose) kernels read bf16 and write the FP8 copy and

@@ -70,18 +70,6 @@ constexpr std::int32_t kTagCpForward = 2;
 constexpr std::int32_t kTagCpBackward = 3;
 constexpr std::int32_t kTagTpRing = 4;
 
-// Userbuffers' settings as Megatron-Bridge configures them for H100
-// (training/comm_overlap.py, userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192
-// and the other H100 configs): SMs each communication kernel holds, and the
-// pipelined reduce-scatter's splits.
-constexpr int kProjFpropSms = 24;
-constexpr int kFc2FpropSms = 16;
-constexpr int kQkvDgradSms = 4;
-constexpr int kQkvWgradSms = 24;
-constexpr int kFc1DgradSms = 2;
-constexpr int kFc1WgradSms = 4;
-constexpr int kPipelineSplits = 4;
-
 struct SlotIds {
   int tp = -1, cp = -1, dp_cp = -1, pp_next = -1, pp_prev = -1, cp_next = -1, cp_prev = -1;
   int ep = -1, etp = -1, edp = -1, embd = -1;
@@ -186,25 +174,41 @@ class StageBuilder {
   void kernel_beside(const Kernel& k, std::string_view name, int comm_sms);
 
   // Transformer Engine's userbuffers overlaps (megatron_tp_overlap.cc), each
-  // in place of a TP collective and the GEMM Y[m,n] = X[m,k] W[k,n] beside it.
+  // in place of a TP collective and the GEMM Y[m,n] = X[m,k] W[k,n] beside it,
+  // as the job's settings for TE's GEMM `g` (Dims::ub_of) have it.
   // All-gather of X (sequence shards) by ring exchange, one chunk of m / t
   // rows multiplied while the next arrives.
-  void ring_all_gather_gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name);
-  // The GEMM in kPipelineSplits row chunks, each reduce-scattered while the
-  // next is computed.
-  void gemm_pipelined_reduce_scatter(std::int64_t m, std::int64_t n, std::int64_t k,
-                                     std::string_view name, int comm_sms);
+  void ring_all_gather_gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name,
+                            UbGemm g);
+  // Reduce-scatter of Y: pipeline (the GEMM in num_splits row chunks, each
+  // reduce-scattered while the next is computed) or ring exchange (t chunks,
+  // each sent to its rank while the next is computed, then summed).
+  void gemm_reduce_scatter(std::int64_t m, std::int64_t n, std::int64_t k, std::string_view name,
+                           UbGemm g);
   // A whole collective of `bytes` on the tp stream beside one GEMM.
   void bulk_overlap(CollectiveKind kind, std::int64_t bytes, const Kernel& gemm,
                     std::string_view name, int comm_sms);
   // A column-parallel layer's backward under tp_comm_overlap (`layer`:
-  // "qkv" or "fc1"), from its output gradient `grad_output` (freed here):
-  // dgrad beside the input's all-gather, wgrad beside the input gradient's
-  // reduce-scatter (sequential where the bulk overlap is off). The input is
-  // re-gathered into, and its gradient reduce-scattered from, userbuffers
-  // when the bulk overlaps run. Returns the alloc of the input's gradient.
+  // "qkv" or "fc1", whose bulk overlaps are TE's `dgrad` and `wgrad`), from
+  // its output gradient `grad_output` (freed here): dgrad beside the input's
+  // all-gather, wgrad beside the input gradient's reduce-scatter (sequential
+  // where the bulk overlap is off). The input is re-gathered into, and its
+  // gradient reduce-scattered from, userbuffers when the bulk overlaps run.
+  // Returns the alloc of the input's gradient.
   int column_parallel_backward(std::string_view layer, std::int64_t m, std::int64_t n,
-                               std::int64_t k, int dgrad_sms, int wgrad_sms, int grad_output);
+                               std::int64_t k, UbGemm dgrad, UbGemm wgrad, int grad_output);
+  // SMs the GEMM beside TE's communication for `g` goes without: a pipeline
+  // or bulk kernel's num_sm; a ring exchange's copies run on the copy
+  // engines, so only the margin TE sets aside for them (set_sm_margin).
+  int ub_held_sms(UbGemm g) const {
+    const UbGemmConfig& c = x_.ub_of(g);
+    return c.method != UbMethod::kRingExchange || c.set_sm_margin ? c.num_sm : 0;
+  }
+  // Bytes per element a userbuffer of GEMM `g` carries: FP8 with fp8_buf on
+  // an FP8 GEMM, else bf16.
+  std::int64_t ub_element_bytes(UbGemm g) const {
+    return x_.ub_of(g).fp8_buf && x_.gemm_dtype == DType::kFloat8E4M3 ? 1 : kBf16;
+  }
   // Bias-dropout-add: reads two hidden states, writes one, and the mask when
   // there is dropout.
   DType grad_dtype() const { return x_.grad_bytes == kFp32 ? DType::kFloat32 : DType::kBFloat16; }
@@ -214,7 +218,7 @@ class StageBuilder {
   int collective(CollectiveKind kind, std::uint16_t stream, int slot, std::int64_t bytes,
                  std::string_view name, DType dtype = DType::kBFloat16);
   void p2p(OpKind kind, std::uint16_t stream, int slot, std::int64_t bytes, std::int32_t tag,
-           std::string_view name, std::uint32_t group = 0);
+           std::string_view name, std::uint32_t group = 0, Transport transport = Transport::kNccl);
   void record(std::uint16_t stream, std::string_view event);
   void wait(std::uint16_t stream, std::string_view event);
   // A ring exchange beside computation (CP's K/V ring, userbuffers' TP
@@ -228,6 +232,7 @@ class StageBuilder {
     std::int64_t bytes;
     std::int32_t tag;
     std::string_view begin, send, recv, arrived;  // op and event names
+    Transport transport = Transport::kNccl;
   };
   void ring_exchange(const Ring& ring, int steps, const std::function<void(int)>& step);
 
