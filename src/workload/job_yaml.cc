@@ -432,6 +432,10 @@ class JobParser {
         return error(kv.first.Mark(), path,
                      fmt::format("unknown field (fields of {}: {})", section, known_keys(section)));
       locs_[path] = place(path, kv.second.Mark());
+      if (path == "parallelism.tp_comm_overlap_cfg" && kv.second.IsScalar()) {
+        PRISM_RETURN_IF_ERROR(load_tp_comm_overlap_cfg(kv.second, job));
+        continue;
+      }
       const Status s = f->set(kv.second, job);
       if (!s.is_ok()) return error(kv.second.Mark(), path, s.message());
     }
@@ -448,6 +452,35 @@ class JobParser {
   Status set_value(const std::string& path, const YAML::Node& v, T* out) {
     const Status s = read_value(v, out);
     if (!s.is_ok()) return error(v.Mark(), path, s.message());
+    return Status::ok();
+  }
+
+  // `tp_comm_overlap_cfg: FILE`: Megatron's --tp-comm-overlap-cfg, a YAML
+  // file of Transformer Engine's ub_cfgs (relative to this file).
+  Status load_tp_comm_overlap_cfg(const YAML::Node& node, JobSpec* job) {
+    const std::string field = "parallelism.tp_comm_overlap_cfg";
+    std::string name;
+    PRISM_RETURN_IF_ERROR(set_value(field, node, &name));
+    std::filesystem::path path(name);
+    if (path.is_relative()) path = std::filesystem::path(source_).parent_path() / path;
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+      return error(node.Mark(), field, fmt::format("{}: not a regular file", path.string()));
+    const Result<std::string> text = read_file(path.string());
+    if (!text.is_ok()) return error(node.Mark(), field, text.status().message());
+    YAML::Node doc;
+    try {
+      doc = YAML::Load(*text);
+    } catch (const YAML::Exception& e) {
+      return error(
+          node.Mark(), field,
+          fmt::format("malformed YAML: {}: {}", where(path.string(), e.mark), yaml::problem(e)));
+    }
+    Result<TpCommOverlapCfg> cfg = parse_tp_comm_overlap_cfg(doc);
+    if (!cfg.is_ok())
+      return error(node.Mark(), field,
+                   fmt::format("{}: {}", path.string(), cfg.status().message()));
+    job->parallelism.tp_comm_overlap_cfg = *cfg;
     return Status::ok();
   }
 

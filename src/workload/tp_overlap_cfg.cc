@@ -68,7 +68,10 @@ Status read_settings(UbGemm g, const YAML::Node& node, UbGemmSettings* s) {
       (key == "num_sm" ? s->num_sm : key == "num_splits" ? s->num_splits : s->cga_size) = x;
     } else if (key == "set_sm_margin" || key == "fp8_buf" || key == "aggregate" ||
                key == "atomic_gemm") {
-      auto b = read_key<bool>(v, "true or false");
+      // TE's own configs (the NeMo Launcher's ub_cfg_*.yaml) write 0 and 1.
+      Result<bool> b = v.IsScalar() && (v.Scalar() == "0" || v.Scalar() == "1")
+                           ? Result<bool>(v.Scalar() == "1")
+                           : read_key<bool>(v, "true or false (or 0, 1)");
       if (!b.is_ok()) return wrap(b.status());
       (key == "set_sm_margin" ? s->set_sm_margin
        : key == "fp8_buf"     ? s->fp8_buf

@@ -636,5 +636,38 @@ TEST_F(JobYamlFiles, ClusterFileErrors) {
   EXPECT_EQ(load_cluster_yaml("/dev/zero").status().message(), "/dev/zero: not a regular file");
 }
 
+// Megatron's --tp-comm-overlap-cfg names a YAML file of TE's ub_cfgs (TE's
+// own files write 0 and 1): read relative to the job; its errors name it.
+TEST_F(JobYamlFiles, TpCommOverlapCfgFile) {
+  ASSERT_TRUE(write_file_atomic((dir_ / "ub.yaml").string(),
+                                "qkv_dgrad:\n  method: bulk\n  num_sm: 4\n  set_sm_margin: 0\n"
+                                "proj_fprop:\n  method: ring_exchange\n  set_sm_margin: 1\n")
+                  .is_ok());
+  ASSERT_TRUE(
+      write_file_atomic((dir_ / "bad-ub.yaml").string(), "proj_fprop: {num_sm: lots}\n").is_ok());
+  const std::string head =
+      "model: {preset: llama2-7b}\ncluster: {preset: dgx-h100, num_gpus: 8}\n"
+      "parallelism: {tensor_model_parallel_size: 4, sequence_parallel: true, tp_comm_overlap: "
+      "true,\n  tp-comm-overlap-cfg: ";
+  Result<JobSpec> j = load_job_yaml(write_job("ub-job.yaml", head + "ub.yaml}\n"));
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  const TpCommOverlapCfg& cfg = j->parallelism.tp_comm_overlap_cfg;
+  EXPECT_EQ(cfg[UbGemm::kQkvDgrad].num_sm, 4);
+  EXPECT_EQ(cfg[UbGemm::kQkvDgrad].set_sm_margin, false);
+  EXPECT_EQ(cfg[UbGemm::kProjFprop].method, UbMethod::kRingExchange);
+  EXPECT_EQ(cfg[UbGemm::kProjFprop].set_sm_margin, true);
+  const std::string bad = write_job("bad-ub-job.yaml", head + "bad-ub.yaml}\n");
+  j = load_job_yaml(bad);
+  ASSERT_FALSE(j.is_ok());
+  EXPECT_EQ(j.status().message(),
+            bad + ":4:24: parallelism.tp_comm_overlap_cfg: " + (dir_ / "bad-ub.yaml").string() +
+                ": proj_fprop.num_sm: expected an integer (got \"lots\")");
+  const std::string missing = write_job("missing-ub-job.yaml", head + "none.yaml}\n");
+  j = load_job_yaml(missing);
+  ASSERT_FALSE(j.is_ok());
+  EXPECT_EQ(j.status().message(), missing + ":4:24: parallelism.tp_comm_overlap_cfg: " +
+                                      (dir_ / "none.yaml").string() + ": no such file");
+}
+
 }  // namespace
 }  // namespace prism

@@ -91,12 +91,14 @@ TEST(UbResolve, MergesKeyByKey) {
 TEST(UbParse, ReadsTheYamlForm) {
   const TpCommOverlapCfg cfg = parse(
       "fc2_dgrad: {method: ring_exchange, aggregate: true, cga-size: 1}\n"
-      "proj_fprop: {method: pipeline, num_sm: 24, num_splits: 2, atomic_gemm: false}\n");
+      "proj_fprop: {method: pipeline, num_sm: 24, num_splits: 2, atomic_gemm: false}\n"
+      "qkv_wgrad: {set_sm_margin: 0, aggregate: 0}\n");  // TE's 0 / 1
   EXPECT_EQ(cfg[UbGemm::kFc2Dgrad].aggregate, true);
   EXPECT_EQ(cfg[UbGemm::kFc2Dgrad].cga_size, 1);
   EXPECT_EQ(cfg[UbGemm::kProjFprop].num_splits, 2);
   EXPECT_EQ(cfg[UbGemm::kProjFprop].atomic_gemm, false);
   EXPECT_FALSE(cfg[UbGemm::kQkvFprop].method.has_value());
+  EXPECT_EQ(cfg[UbGemm::kQkvWgrad].set_sm_margin, false);
   EXPECT_TRUE(parse("~").empty());
 }
 
@@ -114,7 +116,7 @@ TEST(UbParse, RejectsMalformedEntries) {
       std::string::npos);
   EXPECT_NE(parse_error("proj_fprop: {num_sm: 0}").find("must be in [1, 1024] (got 0)"),
             std::string::npos);
-  EXPECT_NE(parse_error("proj_fprop: {fp8_buf: 3}").find("expected true or false"),
+  EXPECT_NE(parse_error("proj_fprop: {fp8_buf: 3}").find("expected true or false (or 0, 1)"),
             std::string::npos);
 }
 
