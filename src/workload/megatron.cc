@@ -80,6 +80,14 @@ void StageBuilder::wait(std::uint16_t stream, std::string_view event) {
   b_.wait(stream, event, "event");
 }
 
+void StageBuilder::pass_on(const Ring& ring) {
+  const std::uint32_t group = next_group_++;
+  p2p(OpKind::kSend, ring.stream, ring.next, ring.bytes, ring.tag, ring.send, group,
+      ring.transport);
+  p2p(OpKind::kRecv, ring.stream, ring.prev, ring.bytes, ring.tag, ring.recv, group,
+      ring.transport);
+}
+
 void StageBuilder::ring_exchange(const Ring& ring, int steps,
                                  const std::function<void(int)>& step) {
   record(kCompute, ring.begin);
@@ -87,11 +95,7 @@ void StageBuilder::ring_exchange(const Ring& ring, int steps,
   for (int i = 0; i < steps; ++i) {
     const bool more = i + 1 < steps;
     if (more) {
-      const std::uint32_t group = next_group_++;
-      p2p(OpKind::kSend, ring.stream, ring.next, ring.bytes, ring.tag, ring.send, group,
-          ring.transport);
-      p2p(OpKind::kRecv, ring.stream, ring.prev, ring.bytes, ring.tag, ring.recv, group,
-          ring.transport);
+      pass_on(ring);
       record(ring.stream, ring.arrived);
     }
     step(i);

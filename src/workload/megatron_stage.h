@@ -235,6 +235,9 @@ class StageBuilder {
     Transport transport = Transport::kNccl;
   };
   void ring_exchange(const Ring& ring, int steps, const std::function<void(int)>& step);
+  // One step of `ring` on its stream: a grouped send of `bytes` to `next`
+  // and receive from `prev`.
+  void pass_on(const Ring& ring);
 
   // Memory (megatron_memory.cc).
   int alloc(std::int64_t bytes, std::string_view name);

@@ -54,11 +54,7 @@ void StageBuilder::ring_all_gather_gemm(std::int64_t m, std::int64_t n, std::int
   // stride 2 passes pairs of shards; t / 2 steps, each GEMM on 2 m / t rows.
   record(kCompute, ring.begin);
   wait(ring.stream, ring.begin);
-  const std::uint32_t group = next_group_++;
-  p2p(OpKind::kSend, ring.stream, ring.next, ring.bytes, ring.tag, ring.send, group,
-      Transport::kUserbuffers);
-  p2p(OpKind::kRecv, ring.stream, ring.prev, ring.bytes, ring.tag, ring.recv, group,
-      Transport::kUserbuffers);
+  pass_on(ring);
   record(ring.stream, "tp_ring_pair");
   wait(kCompute, "tp_ring_pair");
   Ring pairs = ring;
@@ -94,22 +90,27 @@ void StageBuilder::gemm_reduce_scatter(std::int64_t m, std::int64_t n, std::int6
   // (copy engines); the rank's own chunk comes last, and one kernel sums it
   // with the t - 1 received (reading t chunks, writing the bf16 output).
   const std::int64_t rows = m / x_.t;
-  const std::int64_t chunk = e * rows * n;
+  const Ring ring{.stream = tp,
+                  .next = slots_.tp_next,
+                  .prev = slots_.tp_prev,
+                  .bytes = e * rows * n,
+                  .tag = kTagTpRing,
+                  .begin = {},  // one pass_on per step, no ring_exchange
+                  .send = "tp_rs_send",
+                  .recv = "tp_rs_recv",
+                  .arrived = {},
+                  .transport = Transport::kUserbuffers};
   for (std::int64_t i = 0; i < x_.t; ++i) {
     kernel_beside(gemm(rows, n, k, x_.gemm_dtype), name, ub_held_sms(g));
     if (i + 1 < x_.t) {
       record(kCompute, "tp_rs_chunk");
       wait(tp, "tp_rs_chunk");
-      const std::uint32_t group = next_group_++;
-      p2p(OpKind::kSend, tp, slots_.tp_next, chunk, kTagTpRing, "tp_rs_send", group,
-          Transport::kUserbuffers);
-      p2p(OpKind::kRecv, tp, slots_.tp_prev, chunk, kTagTpRing, "tp_rs_recv", group,
-          Transport::kUserbuffers);
+      pass_on(ring);
     }
   }
   record(tp, "tp_rs_done");
   wait(kCompute, "tp_rs_done");
-  mem("tp_rs_reduce", x_.t * chunk + kBf16 * rows * n);
+  mem("tp_rs_reduce", x_.t * ring.bytes + kBf16 * rows * n);
 }
 
 void StageBuilder::bulk_overlap(CollectiveKind kind, std::int64_t bytes, const Kernel& g,

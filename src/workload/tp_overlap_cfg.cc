@@ -99,33 +99,34 @@ bool TpCommOverlapCfg::empty() const {
   return true;
 }
 
-UbGemmConfig ub_default(UbGemm g, int tp) {
+// TE's defaults for a GEMM of `method` (get_default_config): what a method
+// brings with it, whether TE's table or the job chose the method.
+static UbGemmConfig method_defaults(UbMethod method, int tp) {
   UbGemmConfig c;
-  c.method = gathers_input(g)            ? UbMethod::kRingExchange
-             : reduce_scatters_output(g) ? UbMethod::kPipeline
-                                         : UbMethod::kBulk;
-  const bool ring = c.method == UbMethod::kRingExchange;
+  c.method = method;
+  const bool ring = method == UbMethod::kRingExchange;
   c.num_sm = ring ? 1 : 16;
   c.cga_size = ring ? 1 : 2;
   c.set_sm_margin = !ring;
   c.num_splits = ring ? tp : 4;
+  return c;
+}
+
+UbGemmConfig ub_default(UbGemm g, int tp) {
+  UbGemmConfig c = method_defaults(gathers_input(g)            ? UbMethod::kRingExchange
+                                   : reduce_scatters_output(g) ? UbMethod::kPipeline
+                                                               : UbMethod::kBulk,
+                                   tp);
   c.fp8_buf = gathers_input(g) || g == UbGemm::kQkvDgrad || g == UbGemm::kFc1Dgrad;
   return c;
 }
 
 UbGemmConfig ub_resolve(const TpCommOverlapCfg& cfg, UbGemm g, int tp) {
-  UbGemmConfig c = ub_default(g, tp);
   const UbGemmSettings& s = cfg[g];
-  if (s.method) {
-    // A method given without its companions takes that method's defaults
-    // for them, as TE's default entry would have (num_sm, cga, splits).
-    c.method = *s.method;
-    const bool ring = c.method == UbMethod::kRingExchange;
-    c.num_sm = ring ? 1 : 16;
-    c.cga_size = ring ? 1 : 2;
-    c.num_splits = ring ? tp : 4;
-    c.set_sm_margin = !ring;
-  }
+  // A method given without its companions takes that method's defaults for
+  // them, as TE's default entry would have.
+  const UbGemmConfig dflt = ub_default(g, tp);
+  UbGemmConfig c = s.method ? method_defaults(*s.method, tp) : dflt;
   if (s.num_sm) c.num_sm = *s.num_sm;
   if (s.num_splits) c.num_splits = *s.num_splits;
   if (s.cga_size) c.cga_size = *s.cga_size;
@@ -135,9 +136,8 @@ UbGemmConfig ub_resolve(const TpCommOverlapCfg& cfg, UbGemm g, int tp) {
   // TE decides fp8_buf itself: always for the GEMMs whose input is gathered
   // (the bulk dgrads' too), and for a reduce-scatter only when the job asks
   // for it and the method is pipeline.
-  c.fp8_buf =
-      ub_default(g, tp).fp8_buf ||
-      (reduce_scatters_output(g) && c.method == UbMethod::kPipeline && s.fp8_buf.value_or(false));
+  c.fp8_buf = dflt.fp8_buf || (reduce_scatters_output(g) && c.method == UbMethod::kPipeline &&
+                               s.fp8_buf.value_or(false));
   return c;
 }
 
