@@ -1,7 +1,5 @@
 #include "net/cluster_yaml.h"
 
-#include <sys/stat.h>
-
 #include <array>
 #include <cmath>
 #include <exception>
@@ -14,7 +12,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include "net/yaml_read.h"
-#include "util/file.h"
 
 namespace prism {
 namespace {
@@ -248,13 +245,8 @@ Result<ClusterSpec> parse_cluster_yaml(std::string_view text, std::string_view s
 }
 
 Result<ClusterSpec> load_cluster_yaml(const std::string& path) {
-  // A cluster spec is a file: a device or a pipe (/dev/zero) would be read
-  // without end.
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-    return Status::invalid_argument(fmt::format("{}: not a regular file", path));
-  PRISM_ASSIGN_OR_RETURN(const std::string text, read_file(path));
-  return parse_cluster_yaml(text, path);
+  PRISM_ASSIGN_OR_RETURN(const YAML::Node root, yaml::load_yaml_file(path));
+  return parse_cluster_yaml_node(root, ClusterYamlContext{path, "", {}});
 }
 
 Result<ClusterSpec> resolve_cluster(const std::string& preset_or_path) {

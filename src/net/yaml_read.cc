@@ -1,7 +1,11 @@
 #include "net/yaml_read.h"
 
+#include <sys/stat.h>
+
 #include <array>
 #include <utility>
+
+#include "util/file.h"
 
 namespace prism::yaml {
 
@@ -41,6 +45,23 @@ std::string problem(const YAML::Exception& e) {
     if (e.msg.starts_with(theirs)) return std::string(ours) + e.msg.substr(theirs.size());
   }
   return "not valid YAML here";
+}
+
+Result<YAML::Node> load_yaml_file(const std::string& path, std::string_view access_prefix) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return Status::invalid_argument(fmt::format("{}{}: not a regular file", access_prefix, path));
+  const Result<std::string> text = read_file(path);
+  if (!text.is_ok()) {
+    if (access_prefix.empty()) return text.status();
+    return Status::invalid_argument(fmt::format("{}{}", access_prefix, text.status().message()));
+  }
+  try {
+    return YAML::Load(*text);
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(
+        fmt::format("{}: malformed YAML: {}", where(path, e.mark), problem(e)));
+  }
 }
 
 }  // namespace prism::yaml

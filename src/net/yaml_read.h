@@ -22,6 +22,12 @@ inline std::string where(std::string_view source, const YAML::Mark& m) {
 // library's text); the place is the caller's (where(source, e.mark)).
 std::string problem(const YAML::Exception& e);
 
+// The YAML document in file `path`. A device or pipe (/dev/zero) is refused,
+// not read without end. Errors: "<access_prefix><path>: not a regular file",
+// "<access_prefix>" + read_file()'s message, or, for text that is not YAML,
+// "<path>:<line>:<col>: malformed YAML: <problem>".
+Result<YAML::Node> load_yaml_file(const std::string& path, std::string_view access_prefix = "");
+
 // The scalar `n` as a T; `type` names T in errors ("an integer").
 template <typename T>
 Result<T> scalar(const YAML::Node& n, std::string_view type) {
